@@ -1,0 +1,27 @@
+"""streamlet.core: the mlx.core-compatible surface.
+
+>>> import streamlet.core as mx
+>>> s = mx.new_stream(mx.cpu)
+>>> (mx.ones((2,)) + mx.ones((2,), stream=s)).tolist()
+[2.0, 2.0]
+"""
+from . import linalg  # noqa: F401
+from . import operators as _operators
+from .array import array  # noqa: F401
+from .device import (Device, DeviceType, cpu, device_count, device_info,  # noqa: F401
+                     gpu, is_available)
+from .dtypes import (Dtype, DtypeCategory, bfloat16, bool_, complex64,  # noqa: F401
+                     complexfloating, finfo, float16, float32, float64, floating, generic,
+                     iinfo, inexact, int8, int16, int32, int64, integer, issubdtype, number,
+                     promote_types, signedinteger, uint8, uint16, uint32, uint64,
+                     unsignedinteger)
+from .eval import async_eval, eval  # noqa: F401
+from .ops import *  # noqa: F401,F403
+from .ops import AxisError, broadcast_shapes  # noqa: F401
+from .stream import (Stream, StreamContext, ThreadLocalStream, clear_streams,  # noqa: F401
+                     default_device, default_stream, get_streams, new_stream,
+                     new_thread_local_stream, new_thread_unsafe_stream, set_default_device,
+                     set_default_stream, stream, stream_from_thread_local_stream, synchronize)
+
+_operators.install()
+__version__ = "0.1.0"

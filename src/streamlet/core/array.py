@@ -1,0 +1,270 @@
+"""The lazy array: a graph node until evaluated, then a buffer on its device."""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from . import dtypes as dt
+from .scheduler import StreamError
+
+
+class array:
+    """An N-dimensional array, evaluated lazily: `mx.array([1, 2, 3]).tolist() == [1, 2, 3]`."""
+
+    __slots__ = ("_shape", "_dtype", "_data", "_prim", "_inputs", "_params", "_stream",
+                 "_seq", "_error", "__weakref__")
+    __array_priority__ = 100  # NumPy defers `ndarray + array` to us
+
+    def __init__(self, val, dtype=None):
+        data = _to_numpy(val, None if dtype is None else dt.as_dtype(dtype))
+        self._shape = data.shape
+        self._dtype = dt.from_numpy(data.dtype)
+        self._data = data
+        self._prim = None
+        self._inputs = ()
+        self._params = None
+        self._stream = None
+        self._seq = 0
+        self._error = None
+
+    # -- metadata, known when the op is built ---------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self._shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self._dtype.size
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self._dtype.size
+
+    # -- evaluation --------------------------------------------------------------
+    def _wait(self):
+        """Make sure this array's op has run (evaluating it if nobody has)."""
+        if self._prim is not None:
+            if not self._seq:
+                from .eval import _dispatch
+                _dispatch([self], blocking=True)
+            self._stream.wait(self._seq)
+
+    def _raise(self, report=False):
+        err = self._error
+        if report:
+            err.reported = True
+        raise RuntimeError(str(err)) from err
+
+    def _host(self) -> np.ndarray:
+        """The evaluated value as a NumPy array (a copy from the GPU, a view on the CPU)."""
+        self._wait()
+        if self._error is not None:
+            self._raise()
+        if self._stream is None:
+            return self._data
+        return self._stream.backend.to_numpy(self._data, self._stream)
+
+    def item(self):
+        """The value of a one-element array as a Python scalar."""
+        if self.size != 1:
+            raise ValueError("[item] Only one-element arrays can be converted to a Python scalar.")
+        return self._host().item()
+
+    def tolist(self):
+        """The value as nested Python lists: `mx.array([[1, 2]]).tolist() == [[1, 2]]`."""
+        return self._host().tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        out = self._host()
+        if dtype is not None:
+            out = out.astype(dtype, copy=bool(copy))
+        elif copy:
+            out = out.copy()
+        else:
+            out = out.view()
+            out.flags.writeable = False
+        return out
+
+    def __buffer__(self, flags):
+        return memoryview(self.__array__())
+
+    def __dlpack__(self, **kwargs):
+        self._wait()
+        if self._error is not None:
+            self._raise()
+        data = self._data
+        if self._stream is not None:
+            data = self._stream.backend.for_export(data, self._stream)
+        return data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        self._wait()
+        if self._error is not None:
+            self._raise()
+        return self._data.__dlpack_device__()
+
+    # -- Python protocols ---------------------------------------------------------
+    def __repr__(self):
+        return format_array(self._host(), self._dtype)
+
+    def __len__(self):
+        if not self._shape:
+            raise TypeError("len() of a 0-dimensional array.")
+        return self._shape[0]
+
+    def __iter__(self):
+        if not self._shape:
+            raise TypeError("iteration over a 0-dimensional array.")
+        return (self[i] for i in range(self._shape[0]))
+
+    def __bool__(self):
+        if self.size != 1:
+            raise ValueError("[convert] Only length-1 arrays can be converted to Python scalars.")
+        return bool(self._host().item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __complex__(self):
+        return complex(self.item())
+
+    def __index__(self):
+        if self._dtype.kind not in "iub":
+            raise TypeError("Only integer arrays can be used as an index.")
+        return int(self.item())
+
+    __hash__ = object.__hash__
+
+    def __getstate__(self):
+        return {"data": np.array(self.__array__(), copy=True), "dtype": self._dtype.name}
+
+    def __setstate__(self, state):
+        array.__init__(self, state["data"], dt.from_name(state["dtype"]))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return array(np.array(self.__array__(), copy=True), self._dtype)
+
+
+def _to_numpy(val, dtype) -> np.ndarray:
+    """Convert what `array()` accepts to a NumPy array of the MLX dtype it takes."""
+    if isinstance(val, array):
+        data = val._host()
+        return data if dtype is None else data.astype(dtype.np)
+    if isinstance(val, (bool, numbers.Number)) and not isinstance(val, np.generic):
+        target = dtype or _python_scalar_dtype(val)
+        return np.asarray(val, dtype=target.np)
+    if isinstance(val, (list, tuple)):
+        data = np.asarray(_unwrap(val))
+        if dtype is None:
+            dtype = _list_dtype(data)
+        return data.astype(dtype.np, copy=False)
+    if hasattr(val, "__array__") or hasattr(val, "__dlpack__"):
+        data = np.asarray(val)
+        if dtype is None:
+            dtype = dt.float32 if data.dtype == np.float64 else dt.from_numpy(data.dtype)
+        return np.array(data, dtype=dtype.np, copy=True)
+    raise TypeError(f"[array] Cannot make an array from an object of type {type(val).__name__}.")
+
+
+def _unwrap(val):
+    return [_unwrap(v) if isinstance(v, (list, tuple)) else
+            (v._host() if isinstance(v, array) else v) for v in val]
+
+
+def _python_scalar_dtype(v):
+    if isinstance(v, int) and not isinstance(v, bool) and not -2**31 <= v < 2**31:
+        return dt.int64
+    return dt.scalar_dtype(v)
+
+
+def _list_dtype(data):
+    kind = data.dtype.kind
+    if kind == "b":
+        return dt.bool_
+    if kind in "iu":
+        return dt.int32 if data.size == 0 or (data.min() >= -2**31 and data.max() < 2**31) \
+            else dt.int64
+    if kind == "f":
+        return dt.float32 if data.dtype == np.float64 else dt.from_numpy(data.dtype)
+    if kind == "c":
+        return dt.complex64
+    raise TypeError(f"[array] Cannot make an array from a list of {data.dtype}.")
+
+
+def _format_scalar(x, kind):
+    if kind == "b":
+        return "True" if x else "False"
+    if kind == "c":
+        return f"{x.real:g}{x.imag:+g}j"
+    if kind == "f":
+        return f"{float(x):g}"
+    return str(x)
+
+
+def format_array(data: np.ndarray, dtype) -> str:
+    """MLX's repr: `array([1.5, 2], dtype=float32)`."""
+    kind = dtype.kind
+    if data.ndim == 0:
+        body = _format_scalar(data.item(), kind)
+    else:
+        shown = data.astype(np.float32) if dtype.name == "bfloat16" else data
+        fmt = {"all": lambda x: _format_scalar(x, kind)}
+        body = np.array2string(shown, separator=", ", formatter=fmt, prefix="array(",
+                               threshold=PRINT_OPTIONS["threshold"], edgeitems=3)
+    return f"array({body}, dtype={dtype.name})"
+
+
+PRINT_OPTIONS = {"threshold": 10}
+
+
+def const(value, dtype) -> array:
+    """A scalar input of an op, already evaluated and usable on any device."""
+    a = array.__new__(array)
+    a._shape = ()
+    a._dtype = dtype
+    a._data = dtype.np.type(value)
+    a._prim = None
+    a._inputs = ()
+    a._params = None
+    a._stream = None
+    a._seq = 0
+    a._error = None
+    return a
+
+
+def node(prim, inputs, shape, dtype, params, state) -> array:
+    """A new unevaluated array: `prim` applied to `inputs` on the stream `state`."""
+    a = array.__new__(array)
+    a._shape = shape
+    a._dtype = dtype
+    a._data = None
+    a._prim = prim
+    a._inputs = inputs
+    a._params = params
+    a._stream = state
+    a._seq = 0
+    a._error = None
+    return a
+
+
+__all__ = ["array", "const", "node", "StreamError"]

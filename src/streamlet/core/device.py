@@ -1,0 +1,132 @@
+"""Devices: `Device(cpu, 0)`, the default device and device queries."""
+from __future__ import annotations
+
+import enum
+import os
+import platform
+import threading
+
+from ..backend import gpu_count, gpu_info
+
+
+class DeviceType(enum.Enum):
+    cpu = 0
+    gpu = 1
+
+    def __repr__(self):
+        return f"DeviceType.{self.name}"
+
+    __str__ = __repr__
+
+
+cpu, gpu = DeviceType.cpu, DeviceType.gpu
+
+
+class Device:
+    """A device, a small immutable value: `Device(cpu) == cpu` and `repr` is `Device(cpu, 0)`."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type: DeviceType, index: int = 0):
+        if not isinstance(type, DeviceType):
+            raise TypeError(f"[Device] Expected a DeviceType, got {type!r}.")
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "index", int(index))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Device is immutable")
+
+    def __eq__(self, other):
+        if isinstance(other, DeviceType):
+            return self.type is other
+        if isinstance(other, Device):
+            return self.type is other.type and self.index == other.index
+        return NotImplemented
+
+    def __hash__(self):
+        return hash((self.type.value, self.index))
+
+    def __repr__(self):
+        return f"Device({self.type.name}, {self.index})"
+
+    def __reduce__(self):
+        return (Device, (self.type, self.index))
+
+
+def as_device(d) -> Device:
+    """A Device from a Device or a DeviceType; TypeError for anything else."""
+    if isinstance(d, Device):
+        return d
+    if isinstance(d, DeviceType):
+        return Device(d)
+    raise TypeError(f"Expected a Device or DeviceType, got {type(d).__name__}.")
+
+
+def device_count(type: DeviceType) -> int:
+    """How many devices of a type exist: `device_count(cpu) == 1`."""
+    type = as_device(type).type
+    return 1 if type is cpu else gpu_count()
+
+
+def is_available(d) -> bool:
+    """Whether a device exists here: `is_available(cpu)` is True."""
+    d = as_device(d)
+    return d.index < device_count(d.type)
+
+
+def check_available(d: Device, op: str) -> Device:
+    """Raise ValueError naming `op` when the device does not exist here."""
+    if d.index < 0 or not is_available(d):
+        if d.type is gpu and gpu_count() == 0:
+            raise ValueError(f"[{op}] Cannot use {d}: no GPU is available "
+                             "(install the 'cuda' extra on a machine with an NVIDIA GPU).")
+        raise ValueError(f"[{op}] Cannot use {d}: only {device_count(d.type)} "
+                         f"{d.type.name} device(s) exist.")
+    return d
+
+
+# The process-wide default; a `stream()` context overrides it for its thread.
+_default_lock = threading.Lock()  # guards _default
+_default: Device | None = None
+
+
+def global_default_device() -> Device:
+    global _default
+    if _default is None:
+        with _default_lock:
+            if _default is None:
+                _default = Device(gpu) if gpu_count() > 0 else Device(cpu)
+    return _default
+
+
+def set_global_default_device(d) -> None:
+    global _default
+    d = check_available(as_device(d), "set_default_device")
+    with _default_lock:
+        _default = d
+
+
+def device_info(d=None) -> dict:
+    """A dict describing a device: `device_info(cpu)["device_name"]`."""
+    from .stream import default_device
+    d = default_device() if d is None else check_available(as_device(d), "device_info")
+    if d.type is gpu:
+        return gpu_info(d.index)
+    info = {"device_name": _cpu_name(), "architecture": platform.machine(),
+            "cores": os.cpu_count() or 1}
+    try:
+        info["memory_size"] = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        pass
+    return info
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

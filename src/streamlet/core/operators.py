@@ -1,0 +1,69 @@
+"""Python operators on arrays, each mapped to the op it stands for."""
+from __future__ import annotations
+
+from . import ops
+from .array import array
+
+
+def _binary(fn, reflected=False):
+    if reflected:
+        def method(self, other):
+            return fn(other, self) if _operand(other) else NotImplemented
+    else:
+        def method(self, other):
+            return fn(self, other) if _operand(other) else NotImplemented
+    return method
+
+
+def _operand(x):
+    return isinstance(x, (array, int, float, complex, bool)) or hasattr(x, "__array__")
+
+
+def _logical_or_bitwise(logical, bitwise):
+    def fn(a, b):
+        x = a if isinstance(a, array) else b
+        return logical(a, b) if x._dtype.kind == "b" else bitwise(a, b)
+    return fn
+
+
+_and = _logical_or_bitwise(ops.logical_and, ops.bitwise_and)
+_or = _logical_or_bitwise(ops.logical_or, ops.bitwise_or)
+_BINARY = {
+    "add": ops.add, "sub": ops.subtract, "mul": ops.multiply, "truediv": ops.divide,
+    "floordiv": ops.floor_divide, "mod": ops.remainder, "pow": ops.power,
+    "matmul": ops.matmul, "and": _and, "or": _or, "xor": ops.bitwise_xor,
+    "lshift": ops.left_shift, "rshift": ops.right_shift,
+}
+_COMPARE = {"eq": ops.equal, "ne": ops.not_equal, "lt": ops.less, "le": ops.less_equal,
+            "gt": ops.greater, "ge": ops.greater_equal}
+
+
+def install():
+    for name, fn in _BINARY.items():
+        setattr(array, f"__{name}__", _binary(fn))
+        setattr(array, f"__r{name}__", _binary(fn, reflected=True))
+        setattr(array, f"__i{name}__", _binary(fn))
+    for name, fn in _COMPARE.items():
+        setattr(array, f"__{name}__", _binary(fn))
+    array.__hash__ = object.__hash__
+    array.__neg__ = lambda self: ops.negative(self)
+    array.__pos__ = lambda self: self
+    array.__abs__ = lambda self: ops.abs(self)
+    array.__invert__ = lambda self: ops.bitwise_invert(self)
+    array.__getitem__ = lambda self, index: ops.getitem(self, index)
+    array.__divmod__ = lambda self, other: (ops.floor_divide(self, other),
+                                           ops.remainder(self, other))
+    for name in ("astype", "reshape", "transpose", "swapaxes", "flatten", "squeeze",
+                 "sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin",
+                 "all", "any", "logsumexp", "abs", "square", "sqrt", "rsqrt", "exp", "log",
+                 "log1p", "log2", "log10", "sin", "cos", "round", "split", "expand_dims"):
+        setattr(array, name, _method(getattr(ops, name)))
+    array.T = property(lambda self: ops.transpose(self))
+
+
+def _method(fn):
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method

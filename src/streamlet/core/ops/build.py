@@ -1,0 +1,148 @@
+"""What every op builder shares: input conversion, shape rules, axes, dtype checks."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..array import array, const, node
+from ..graph import Primitive
+from ..stream import resolve
+
+NO_PARAMS: dict = {}
+
+
+class AxisError(ValueError, IndexError):
+    """An invalid axis: a ValueError as the issue asks, and an IndexError as MLX raises."""
+
+
+def is_scalar(x) -> bool:
+    return isinstance(x, (bool, numbers.Number)) and not isinstance(x, np.ndarray)
+
+
+def as_array(x, op: str) -> array:
+    """An array from an array, a Python scalar, a list or a NumPy array."""
+    if type(x) is array:
+        return x
+    if isinstance(x, array):
+        return x
+    if isinstance(x, (bool, numbers.Number, list, tuple, np.ndarray, np.generic)):
+        return array(x)
+    raise TypeError(f"[{op}] Expected an array or a scalar, got {type(x).__name__}.")
+
+
+def promote_pair(a, b, op: str):
+    """Two op inputs and their common dtype, Python scalars taking the array's type (weakly)."""
+    if type(a) is array:
+        if type(b) is array:
+            da, db = a._dtype, b._dtype
+            return a, b, da if da is db else dt.promote_types(da, db)
+        if is_scalar(b):
+            d = _weak(a._dtype, b, op)
+            return a, const(b, d), d
+        b = as_array(b, op)
+        return a, b, dt.promote_types(a._dtype, b._dtype)
+    if type(b) is array and is_scalar(a):
+        d = _weak(b._dtype, a, op)
+        return const(a, d), b, d
+    a, b = as_array(a, op), as_array(b, op)
+    return a, b, dt.promote_types(a._dtype, b._dtype)
+
+
+def promote_many(values, op: str):
+    """Arrays and scalars to a common dtype, for ops with several inputs (where, concatenate)."""
+    arrays = [v for v in values if isinstance(v, array)]
+    if arrays:
+        d = arrays[0]._dtype
+        for a in arrays[1:]:
+            d = dt.promote_types(d, a._dtype)
+        for v in values:
+            if not isinstance(v, array):
+                if is_scalar(v):
+                    d = _weak(d, v, op)
+                else:
+                    d = dt.promote_types(d, as_array(v, op)._dtype)
+    else:
+        converted = [as_array(v, op) for v in values]
+        d = converted[0]._dtype
+        for a in converted[1:]:
+            d = dt.promote_types(d, a._dtype)
+    out = [v if isinstance(v, array) else (const(v, d) if is_scalar(v) else as_array(v, op))
+           for v in values]
+    return out, d
+
+
+def _weak(d, value, op):
+    try:
+        return dt.weak_scalar_dtype(d, value)
+    except TypeError:
+        raise TypeError(f"[{op}] Cannot combine an array with a {type(value).__name__}.") from None
+
+
+def broadcast_shapes(*shapes, op: str = "broadcast_shapes") -> tuple:
+    """The shape arrays of these shapes broadcast to: `broadcast_shapes((2, 1), (3,)) == (2, 3)`."""
+    if not shapes:
+        raise ValueError(f"[{op}] No input shapes given.")
+    out = list(shapes[0])
+    for s in shapes[1:]:
+        if len(s) > len(out):
+            out = [1] * (len(s) - len(out)) + out
+        off = len(out) - len(s)
+        for i, n in enumerate(s):
+            m = out[off + i]
+            if m != n:
+                if m == 1:
+                    out[off + i] = n
+                elif n != 1:
+                    shown = " and ".join(str(tuple(x)) for x in shapes)
+                    raise ValueError(f"[{op}] Shapes {shown} cannot be broadcast.")
+    return tuple(out)
+
+
+def check_shape(shape, op: str) -> tuple:
+    """A shape as a tuple of ints; negative sizes raise ValueError."""
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        shape = tuple(int(n) for n in shape)
+    except TypeError:
+        raise TypeError(f"[{op}] Expected a shape (int or sequence of ints), got {shape!r}.") \
+            from None
+    if any(n < 0 for n in shape):
+        raise ValueError(f"[{op}] Negative dimensions not allowed in shape {shape}.")
+    return shape
+
+
+def normalize_axis(axis, ndim: int, op: str) -> int:
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"[{op}] Expected an integer axis, got {type(axis).__name__}.")
+    if not -ndim <= axis < ndim:
+        raise AxisError(f"[{op}] Invalid axis {axis} for array with {ndim} dimensions.")
+    return int(axis) % ndim
+
+
+def normalize_axes(axis, ndim: int, op: str) -> tuple:
+    """Axes as sorted non-negative ints; None means all of them."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        return (normalize_axis(axis, ndim, op),)
+    axes = tuple(normalize_axis(a, ndim, op) for a in axis)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"[{op}] Duplicate axes {tuple(axis)}.")
+    return tuple(sorted(axes))
+
+
+def make(name: str, kernel, gpu=None) -> Primitive:
+    return Primitive(name, kernel, gpu)
+
+
+def cast(x, npdtype):
+    """`x` in the dtype a kernel computes in (no copy when it already is)."""
+    return x if x.dtype == npdtype else x.astype(npdtype)
+
+
+__all__ = ["AxisError", "NO_PARAMS", "array", "as_array", "broadcast_shapes", "cast",
+           "check_shape", "const", "dt", "is_scalar", "make", "node", "normalize_axes",
+           "normalize_axis", "promote_many", "promote_pair", "resolve"]

@@ -1,0 +1,275 @@
+"""Elementwise ops: one table row each (kernel, dtype rule, unsupported kinds).
+
+A unary row is `name: (kernel(xp, a), rule, refused kinds)`; the rule maps the
+input dtype to the dtype the kernel computes and returns in.  Binary rows say
+how the common input dtype becomes the output dtype.
+"""
+from __future__ import annotations
+
+import math
+
+from . import build as b
+from .build import dt
+from .special import erf_kernel, erfinv_kernel
+
+
+def _same(d):
+    return d
+
+
+def _bool(d):
+    return dt.bool_
+
+
+def _abs_rule(d):
+    return dt.float32 if d.kind == "c" else d
+
+
+def _identity_for_ints(fn):
+    """floor, ceil and friends leave integers alone (NumPy would make them float64)."""
+    def kernel(xp, a):
+        return a if a.dtype.kind in "biu" else fn(xp, a)
+    return kernel
+
+
+def _sign(xp, a):
+    return a if a.dtype.kind == "b" else xp.sign(a)
+
+
+def _square(xp, a):
+    return a if a.dtype.kind == "b" else xp.square(a)
+
+
+def _sigmoid(xp, a):
+    one = a.dtype.type(1)
+    return one / (one + xp.exp(-a))
+
+
+def _round(xp, a, decimals=0):
+    if a.dtype.kind in "biu":
+        return a if decimals >= 0 else xp.round(a, decimals)
+    return xp.round(a, decimals)
+
+
+def _isinf(xp, a):
+    return xp.isinf(a) if a.dtype.kind in "fc" else xp.zeros(a.shape, bool)
+
+
+def _isnan(xp, a):
+    return xp.isnan(a) if a.dtype.kind in "fc" else xp.zeros(a.shape, bool)
+
+
+def _isfinite(xp, a):
+    return xp.isfinite(a) if a.dtype.kind in "fc" else xp.ones(a.shape, bool)
+
+
+def _rsqrt(xp, a):
+    return a.dtype.type(1) / xp.sqrt(a)
+
+
+def _invert(xp, a):
+    return xp.logical_not(a) if a.dtype.kind == "b" else xp.invert(a)
+
+
+UNARY = {
+    "abs": (lambda xp, a: xp.abs(a), _abs_rule, ""),
+    "negative": (lambda xp, a: xp.negative(a), _same, "b"),
+    "sign": (_sign, _same, ""),
+    "square": (_square, _same, ""),
+    "sqrt": (lambda xp, a: xp.sqrt(a), dt.to_inexact, ""),
+    "rsqrt": (_rsqrt, dt.to_inexact, ""),
+    "exp": (lambda xp, a: xp.exp(a), dt.to_inexact, ""),
+    "expm1": (lambda xp, a: xp.expm1(a), dt.to_inexact, "c"),
+    "log": (lambda xp, a: xp.log(a), dt.to_inexact, ""),
+    "log1p": (lambda xp, a: xp.log1p(a), dt.to_inexact, ""),
+    "log2": (lambda xp, a: xp.log2(a), dt.to_inexact, ""),
+    "log10": (lambda xp, a: xp.log10(a), dt.to_inexact, ""),
+    "sin": (lambda xp, a: xp.sin(a), dt.to_inexact, ""),
+    "cos": (lambda xp, a: xp.cos(a), dt.to_inexact, ""),
+    "tan": (lambda xp, a: xp.tan(a), dt.to_inexact, ""),
+    "tanh": (lambda xp, a: xp.tanh(a), dt.to_inexact, ""),
+    "sigmoid": (_sigmoid, dt.to_inexact, "c"),
+    "erf": (erf_kernel, dt.to_inexact, "c"),
+    "erfinv": (erfinv_kernel, dt.to_inexact, "c"),
+    "floor": (_identity_for_ints(lambda xp, a: xp.floor(a)), _same, "c"),
+    "ceil": (_identity_for_ints(lambda xp, a: xp.ceil(a)), _same, "c"),
+    "isnan": (_isnan, _bool, ""),
+    "isinf": (_isinf, _bool, ""),
+    "isfinite": (_isfinite, _bool, ""),
+    "logical_not": (lambda xp, a: xp.logical_not(a), _bool, ""),
+    "bitwise_invert": (_invert, _same, "fc"),
+}
+
+def _refuse(name, d, refused):
+    if d.kind in refused:
+        raise ValueError(f"[{name}] Not supported for {d.name}.")
+
+
+def _unary_kernel(fn):
+    def kernel(xp, a, dtype):
+        return fn(xp, a if a.dtype == dtype else a.astype(dtype))
+    return kernel
+
+
+def _make_unary(name, fn, rule, refused):
+    prim = b.make(name, _unary_kernel(fn))
+
+    def op(a, /, *, stream=None):
+        a = b.as_array(a, name)
+        _refuse(name, a._dtype, refused)
+        d = rule(a._dtype)
+        compute = d if rule is not _abs_rule and rule is not _bool else a._dtype
+        return b.node(prim, (a,), a._shape, d, {"dtype": compute.np}, b.resolve(stream))
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"Elementwise {name}: `mx.{name}(x, stream=s)`."
+    return op
+
+
+def _int_power(xp, x, y):
+    """MLX's integer power: a negative exponent gives 0."""
+    neg = y < 0
+    out = xp.power(x, xp.where(neg, 0, y))
+    return xp.where(neg, out.dtype.type(0), out)
+
+
+def _power(xp, x, y):
+    if x.dtype.kind in "iu":
+        return _int_power(xp, x, y)
+    return xp.power(x, y)
+
+
+def _logical(fn):
+    return lambda xp, x, y: fn(xp, x.astype(bool), y.astype(bool))
+
+
+# name: (kernel(xp, x, y) on inputs of the common dtype, output rule, refused kinds)
+BINARY = {
+    "add": (lambda xp, x, y: xp.add(x, y), _same, ""),
+    "subtract": (lambda xp, x, y: xp.subtract(x, y), _same, ""),
+    "multiply": (lambda xp, x, y: xp.multiply(x, y), _same, ""),
+    "divide": (lambda xp, x, y: xp.true_divide(x, y), dt.to_inexact, ""),
+    "floor_divide": (lambda xp, x, y: xp.floor_divide(x, y), _same, "c"),
+    "remainder": (lambda xp, x, y: xp.remainder(x, y), _same, "c"),
+    "power": (_power, _same, ""),
+    "minimum": (lambda xp, x, y: xp.minimum(x, y), _same, ""),
+    "maximum": (lambda xp, x, y: xp.maximum(x, y), _same, ""),
+    "arctan2": (lambda xp, x, y: xp.arctan2(x, y), dt.to_inexact, "c"),
+    "equal": (lambda xp, x, y: xp.equal(x, y), _bool, ""),
+    "not_equal": (lambda xp, x, y: xp.not_equal(x, y), _bool, ""),
+    "less": (lambda xp, x, y: xp.less(x, y), _bool, ""),
+    "less_equal": (lambda xp, x, y: xp.less_equal(x, y), _bool, ""),
+    "greater": (lambda xp, x, y: xp.greater(x, y), _bool, ""),
+    "greater_equal": (lambda xp, x, y: xp.greater_equal(x, y), _bool, ""),
+    "logical_and": (_logical(lambda xp, x, y: xp.logical_and(x, y)), _bool, ""),
+    "logical_or": (_logical(lambda xp, x, y: xp.logical_or(x, y)), _bool, ""),
+    "bitwise_and": (lambda xp, x, y: xp.bitwise_and(x, y), _same, "fc"),
+    "bitwise_or": (lambda xp, x, y: xp.bitwise_or(x, y), _same, "fc"),
+    "bitwise_xor": (lambda xp, x, y: xp.bitwise_xor(x, y), _same, "fc"),
+    "left_shift": (lambda xp, x, y: xp.left_shift(x, y), _same, "fc"),
+    "right_shift": (lambda xp, x, y: xp.right_shift(x, y), _same, "fc"),
+}
+
+
+def _binary_kernel(fn):
+    def kernel(xp, x, y, dtype):
+        if x.dtype != dtype:
+            x = x.astype(dtype)
+        if y.dtype != dtype:
+            y = y.astype(dtype)
+        return fn(xp, x, y)
+    return kernel
+
+
+def _make_binary(name, fn, rule, refused):
+    prim = b.make(name, _binary_kernel(fn))
+    promote_pair, broadcast = b.promote_pair, b.broadcast_shapes
+
+    def op(a, b_, /, *, stream=None):
+        st = b.resolve(stream)
+        x, y, d = promote_pair(a, b_, name)
+        if refused and d.kind in refused:
+            _refuse(name, d, refused)
+        shape = x._shape if x._shape == y._shape else broadcast(x._shape, y._shape, op=name)
+        compute = rule(d) if rule is dt.to_inexact else d
+        return b.node(prim, (x, y), shape, rule(d), {"dtype": compute.np}, st)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"Elementwise {name} with broadcasting: `mx.{name}(a, b, stream=s)`."
+    return op
+
+
+for _name, _row in UNARY.items():
+    globals()[_name] = _make_unary(_name, *_row)
+for _name, _row in BINARY.items():
+    globals()[_name] = _make_binary(_name, *_row)
+
+
+def round(a, /, decimals=0, *, stream=None):
+    """Round to `decimals` places, halves to even: `mx.round(mx.array([0.5, 1.5]))` is [0, 2]."""
+    a = b.as_array(a, "round")
+    return b.node(_ROUND, (a,), a._shape, a._dtype, {"decimals": int(decimals)},
+                  b.resolve(stream))
+
+
+_ROUND = b.make("round", _round)
+
+
+def _where(xp, c, x, y, dtype):
+    return xp.where(c.astype(bool), b.cast(x, dtype), b.cast(y, dtype))
+
+
+_WHERE = b.make("where", _where)
+
+
+def where(condition, x, y, /, *, stream=None):
+    """Pick from `x` where `condition` holds, else from `y` (all three broadcast)."""
+    st = b.resolve(stream)
+    c = b.as_array(condition, "where")
+    (x, y), d = b.promote_many([x, y], "where")
+    shape = b.broadcast_shapes(c._shape, x._shape, y._shape, op="where")
+    return b.node(_WHERE, (c, x, y), shape, d, {"dtype": d.np}, st)
+
+
+def clip(a, /, a_min, a_max, *, stream=None):
+    """Clamp `a` to [a_min, a_max]; either bound may be None."""
+    if a_min is None and a_max is None:
+        raise ValueError("[clip] At most one of a_min and a_max may be None.")
+    a = b.as_array(a, "clip")
+    if a_min is not None:
+        a = maximum(a, a_min, stream=stream)  # noqa: F821 (made from the table above)
+    if a_max is not None:
+        a = minimum(a, a_max, stream=stream)  # noqa: F821
+    return a
+
+
+def isclose(a, b_, /, rtol=1e-5, atol=1e-8, *, equal_nan=False, stream=None):
+    """Elementwise |a - b| <= atol + rtol * |b|, as NumPy defines it."""
+    st = b.resolve(stream)
+    x, y, d = b.promote_pair(a, b_, "isclose")
+    shape = b.broadcast_shapes(x._shape, y._shape, op="isclose")
+    params = {"rtol": float(rtol), "atol": float(atol), "equal_nan": bool(equal_nan)}
+    return b.node(_ISCLOSE, (x, y), shape, dt.bool_, params, st)
+
+
+_ISCLOSE = b.make("isclose", lambda xp, x, y, rtol, atol, equal_nan:
+                  xp.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def allclose(a, b_, /, rtol=1e-5, atol=1e-8, *, equal_nan=False, stream=None):
+    """True (as a bool array) when every element of `a` is close to `b`."""
+    from .reduction import all as all_
+    return all_(isclose(a, b_, rtol, atol, equal_nan=equal_nan, stream=stream), stream=stream)
+
+
+def array_equal(a, b_, /, equal_nan=False, *, stream=None):
+    """True (as a bool array) when `a` and `b` have the same shape and elements."""
+    from .reduction import all as all_
+    x, y = b.as_array(a, "array_equal"), b.as_array(b_, "array_equal")
+    if x._shape != y._shape:
+        return b.array(False)
+    if equal_nan:
+        return all_(isclose(x, y, 0.0, 0.0, equal_nan=True, stream=stream), stream=stream)
+    return all_(equal(x, y, stream=stream), stream=stream)  # noqa: F821
+
+
+pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
+euler_gamma = 0.5772156649015329

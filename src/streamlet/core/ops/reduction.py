@@ -1,0 +1,159 @@
+"""Reductions over axes, with MLX's output dtypes."""
+from __future__ import annotations
+
+
+from . import build as b
+from .build import dt
+
+
+def _sum_dtype(d):
+    if d.kind == "b" or (d.kind == "i" and d.size < 4):
+        return dt.int32
+    if d.kind == "u" and d.size < 4:
+        return dt.uint32
+    return d
+
+
+def _same(d):
+    return d
+
+
+def _bool(d):
+    return dt.bool_
+
+
+def _var_dtype(d):
+    return dt.float32 if d.kind == "c" else dt.to_inexact(d)
+
+
+def _logsumexp(xp, a, axis, keepdims):
+    if a.size == 0:
+        return xp.log(xp.sum(xp.exp(a), axis=axis, keepdims=keepdims))
+    m = xp.max(a, axis=axis, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, xp.zeros_like(m))
+    out = xp.log(xp.sum(xp.exp(a - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else xp.squeeze(out, axis=axis)
+
+
+def _var(xp, a, axis, keepdims, ddof, root):
+    out = xp.var(a, axis=axis, keepdims=keepdims, ddof=ddof)
+    return xp.sqrt(out) if root else out
+
+
+# name: (kernel(xp, a, axis, keepdims, **extra), output dtype rule, empty allowed)
+REDUCTIONS = {
+    "sum": (lambda xp, a, axis, keepdims, dtype: xp.sum(a, axis, dtype, keepdims=keepdims),
+            _sum_dtype, True),
+    "prod": (lambda xp, a, axis, keepdims, dtype: xp.prod(a, axis, dtype, keepdims=keepdims),
+             _sum_dtype, True),
+    "max": (lambda xp, a, axis, keepdims, dtype: xp.max(a, axis, keepdims=keepdims), _same, False),
+    "min": (lambda xp, a, axis, keepdims, dtype: xp.min(a, axis, keepdims=keepdims), _same, False),
+    "all": (lambda xp, a, axis, keepdims, dtype: xp.all(a, axis, keepdims=keepdims), _bool, True),
+    "any": (lambda xp, a, axis, keepdims, dtype: xp.any(a, axis, keepdims=keepdims), _bool, True),
+    "mean": (lambda xp, a, axis, keepdims, dtype: xp.mean(a, axis, dtype, keepdims=keepdims),
+             dt.to_inexact, True),
+    "logsumexp": (lambda xp, a, axis, keepdims, dtype: _logsumexp(xp, a.astype(dtype), axis,
+                                                                 keepdims), dt.to_inexact, True),
+}
+
+
+def _out_shape(shape, axes, keepdims):
+    if keepdims:
+        return tuple(1 if i in axes else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in axes)
+
+
+def _kernel(fn):
+    def kernel(xp, a, axis, keepdims, dtype):
+        res = fn(xp, a, axis, keepdims, dtype)
+        return res if res.dtype == dtype else res.astype(dtype)
+    return kernel
+
+
+def _prepare(a, axis, op, empty_ok):
+    a = b.as_array(a, op)
+    axes = b.normalize_axes(axis, a.ndim, op)
+    if not empty_ok:
+        for ax in axes:
+            if a._shape[ax] == 0:
+                raise ValueError(f"[{op}] Cannot {op} reduce over axis {ax} with size 0.")
+    return a, axes
+
+
+def _make(name, fn, rule, empty_ok):
+    prim = b.make(name, _kernel(fn))
+
+    def op(a, /, axis=None, keepdims=False, *, stream=None):
+        st = b.resolve(stream)
+        a, axes = _prepare(a, axis, name, empty_ok)
+        d = rule(a._dtype)
+        params = {"axis": axes, "keepdims": bool(keepdims), "dtype": d.np}
+        return b.node(prim, (a,), _out_shape(a._shape, axes, keepdims), d, params, st)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = (f"Reduce with {name} over `axis` (all axes if None): "
+                  f"`mx.{name}(a, axis=0, keepdims=False, stream=s)`.")
+    return op
+
+
+for _name, _row in REDUCTIONS.items():
+    globals()[_name] = _make(_name, *_row)
+
+
+_VAR = b.make("var", _kernel(lambda xp, a, axis, keepdims, dtype, ddof, root:
+                             _var(xp, a, axis, keepdims, ddof, root)))
+
+
+def _variance(a, axis, keepdims, ddof, stream, root):
+    op = "std" if root else "var"
+    st = b.resolve(stream)
+    a, axes = _prepare(a, axis, op, True)
+    d = _var_dtype(a._dtype)
+    params = {"axis": axes, "keepdims": bool(keepdims), "dtype": d.np, "ddof": int(ddof),
+              "root": root}
+    return b.node(_VAR, (a,), _out_shape(a._shape, axes, keepdims), d, params, st)
+
+
+def var(a, /, axis=None, keepdims=False, ddof=0, *, stream=None):
+    """Variance over `axis`, dividing by N - ddof."""
+    return _variance(a, axis, keepdims, ddof, stream, False)
+
+
+def std(a, /, axis=None, keepdims=False, ddof=0, *, stream=None):
+    """Standard deviation over `axis`, dividing by N - ddof."""
+    return _variance(a, axis, keepdims, ddof, stream, True)
+
+
+def _arg(fn):
+    def kernel(xp, a, axis, keepdims):
+        if axis is None:
+            out = fn(a.reshape(-1), 0)
+            return out.astype("uint32").reshape((1,) * a.ndim if keepdims else ())
+        return fn(a, axis, keepdims=keepdims).astype("uint32")
+    return kernel
+
+
+def _make_arg(name, kernel):
+    prim = b.make(name, kernel)
+
+    def op(a, /, axis=None, keepdims=False, *, stream=None):
+        st = b.resolve(stream)
+        a = b.as_array(a, name)
+        if axis is None:
+            if a.size == 0:
+                raise ValueError(f"[{name}] Cannot {name} of an empty array.")
+            shape = (1,) * a.ndim if keepdims else ()
+            return b.node(prim, (a,), shape, dt.uint32, {"axis": None, "keepdims": bool(keepdims)},
+                          st)
+        ax = b.normalize_axis(axis, a.ndim, name)
+        if a._shape[ax] == 0:
+            raise ValueError(f"[{name}] Cannot {name} over axis {ax} with size 0.")
+        shape = _out_shape(a._shape, (ax,), keepdims)
+        return b.node(prim, (a,), shape, dt.uint32, {"axis": ax, "keepdims": bool(keepdims)}, st)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"Index of the {name[3:]} along `axis` (of the flattened array if None), uint32."
+    return op
+
+
+argmax = _make_arg("argmax", _arg(lambda a, axis, **kw: a.argmax(axis, **kw)))
+argmin = _make_arg("argmin", _arg(lambda a, axis, **kw: a.argmin(axis, **kw)))
+

@@ -1,0 +1,180 @@
+"""Shape ops: views and rearrangements whose output shape is known when built."""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from . import build as b
+
+_RESHAPE = b.make("reshape", lambda xp, a, shape: xp.reshape(a, shape))
+_TRANSPOSE = b.make("transpose", lambda xp, a, axes: xp.transpose(a, axes))
+_BROADCAST = b.make("broadcast_to", lambda xp, a, shape: xp.broadcast_to(a, shape))
+_CONCAT = b.make("concatenate", lambda xp, *arrays, axis, dtype:
+                 xp.concatenate([b.cast(a, dtype) for a in arrays], axis=axis))
+_SLICE = b.make("slice", lambda xp, a, index: a[index])
+
+
+def reshape(a, /, shape, *, stream=None):
+    """A view of `a` with a new shape; one entry may be -1."""
+    a = b.as_array(a, "reshape")
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    shape = tuple(operator.index(n) for n in shape)
+    if shape.count(-1) > 1 or any(n < -1 for n in shape):
+        raise ValueError(f"[reshape] Invalid shape {shape}: at most one -1 and no other "
+                         "negative sizes.")
+    size = a.size
+    if -1 in shape:
+        rest = math.prod(n for n in shape if n != -1)
+        if rest == 0 or size % rest:
+            raise ValueError(f"[reshape] Cannot infer the shape of an array of size {size} "
+                             f"into shape {shape}.")
+        shape = tuple(size // rest if n == -1 else n for n in shape)
+    if math.prod(shape) != size:
+        raise ValueError(f"[reshape] Cannot reshape array of size {size} into shape {shape}.")
+    if shape == a._shape:
+        return a
+    return b.node(_RESHAPE, (a,), shape, a._dtype, {"shape": shape}, b.resolve(stream))
+
+
+def flatten(a, /, start_axis=0, end_axis=-1, *, stream=None):
+    """Merge axes start_axis..end_axis into one."""
+    a = b.as_array(a, "flatten")
+    if a.ndim == 0:
+        return reshape(a, (1,), stream=stream)
+    s = b.normalize_axis(start_axis, a.ndim, "flatten")
+    e = b.normalize_axis(end_axis, a.ndim, "flatten")
+    if s > e:
+        raise ValueError(f"[flatten] start_axis {start_axis} must not come after "
+                         f"end_axis {end_axis}.")
+    shape = a._shape[:s] + (math.prod(a._shape[s:e + 1]),) + a._shape[e + 1:]
+    return reshape(a, shape, stream=stream)
+
+
+def transpose(a, /, axes=None, *, stream=None):
+    """Permute the axes (reverse them if `axes` is None)."""
+    a = b.as_array(a, "transpose")
+    if axes is None:
+        axes = tuple(range(a.ndim))[::-1]
+    else:
+        if len(axes) != a.ndim:
+            raise ValueError(f"[transpose] Received {len(axes)} axes for array with "
+                             f"{a.ndim} dimensions.")
+        axes = tuple(b.normalize_axis(x, a.ndim, "transpose") for x in axes)
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"[transpose] Repeated axes in {axes}.")
+    shape = tuple(a._shape[i] for i in axes)
+    return b.node(_TRANSPOSE, (a,), shape, a._dtype, {"axes": axes}, b.resolve(stream))
+
+
+def swapaxes(a, /, axis1, axis2, *, stream=None):
+    """Swap two axes."""
+    a = b.as_array(a, "swapaxes")
+    i = b.normalize_axis(axis1, a.ndim, "swapaxes")
+    j = b.normalize_axis(axis2, a.ndim, "swapaxes")
+    axes = list(range(a.ndim))
+    axes[i], axes[j] = axes[j], axes[i]
+    return transpose(a, axes, stream=stream)
+
+
+def expand_dims(a, /, axis, *, stream=None):
+    """Insert size-1 axes at the positions `axis` names in the result."""
+    a = b.as_array(a, "expand_dims")
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out_ndim = a.ndim + len(axes)
+    axes = b.normalize_axes(axes, out_ndim, "expand_dims")
+    shape = iter(a._shape)
+    return reshape(a, tuple(1 if i in axes else next(shape) for i in range(out_ndim)),
+                   stream=stream)
+
+
+def squeeze(a, /, axis=None, *, stream=None):
+    """Remove size-1 axes (all of them if `axis` is None)."""
+    a = b.as_array(a, "squeeze")
+    if axis is None:
+        axes = tuple(i for i, n in enumerate(a._shape) if n == 1)
+    else:
+        axes = b.normalize_axes(axis, a.ndim, "squeeze")
+        for ax in axes:
+            if a._shape[ax] != 1:
+                raise ValueError(f"[squeeze] Cannot squeeze axis {ax} with size "
+                                 f"{a._shape[ax]} which is not equal to 1.")
+    return reshape(a, tuple(n for i, n in enumerate(a._shape) if i not in axes), stream=stream)
+
+
+def broadcast_to(a, /, shape, *, stream=None):
+    """`a` broadcast to `shape` (a view)."""
+    a = b.as_array(a, "broadcast_to")
+    shape = b.check_shape(shape, "broadcast_to")
+    if b.broadcast_shapes(a._shape, shape, op="broadcast_to") != shape:
+        raise ValueError(f"[broadcast_to] Cannot broadcast array of shape {a._shape} "
+                         f"to shape {shape}.")
+    if shape == a._shape:
+        return a
+    return b.node(_BROADCAST, (a,), shape, a._dtype, {"shape": shape}, b.resolve(stream))
+
+
+def concatenate(arrays, /, axis=0, *, stream=None):
+    """Join arrays along an existing axis (None: flatten them first)."""
+    arrays, d = b.promote_many([b.as_array(x, "concatenate") for x in arrays], "concatenate")
+    if not arrays:
+        raise ValueError("[concatenate] No arrays to concatenate.")
+    if axis is None:
+        arrays = [flatten(x, stream=stream) for x in arrays]
+        axis = 0
+    ax = b.normalize_axis(axis, arrays[0].ndim, "concatenate")
+    first = arrays[0]._shape
+    for x in arrays[1:]:
+        s = x._shape
+        if len(s) != len(first) or any(m != n for i, (m, n) in enumerate(zip(s, first))
+                                       if i != ax):
+            raise ValueError(f"[concatenate] All input shapes must match except along axis "
+                             f"{ax}; got {first} and {s}.")
+    shape = first[:ax] + (sum(x._shape[ax] for x in arrays),) + first[ax + 1:]
+    return b.node(_CONCAT, tuple(arrays), shape, d, {"axis": ax, "dtype": d.np},
+                  b.resolve(stream))
+
+
+def stack(arrays, /, axis=0, *, stream=None):
+    """Join arrays of one shape along a new axis."""
+    arrays = [b.as_array(x, "stack") for x in arrays]
+    if not arrays:
+        raise ValueError("[stack] No arrays to stack.")
+    if any(x._shape != arrays[0]._shape for x in arrays):
+        raise ValueError("[stack] All arrays must have the same shape; got "
+                         f"{[x._shape for x in arrays]}.")
+    ax = b.normalize_axis(axis, arrays[0].ndim + 1, "stack")
+    return concatenate([expand_dims(x, ax, stream=stream) for x in arrays], ax, stream=stream)
+
+
+def split(a, /, indices_or_sections, axis=0, *, stream=None):
+    """Split into equal sections, or at the given indices, along `axis`."""
+    a = b.as_array(a, "split")
+    ax = b.normalize_axis(axis, a.ndim, "split")
+    n = a._shape[ax]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        if k <= 0 or n % k:
+            raise ValueError(f"[split] Array split does not result in sub arrays with equal "
+                             f"size: attempting {k} splits along axis {ax} for shape {a._shape}.")
+        bounds = [i * (n // k) for i in range(k + 1)]
+    else:
+        bounds = [0] + [min(max(int(i) + (n if i < 0 else 0), 0), n)
+                        for i in indices_or_sections] + [n]
+    st = b.resolve(stream)
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        hi = max(hi, lo)
+        index = (slice(None),) * ax + (slice(lo, hi),)
+        shape = a._shape[:ax] + (hi - lo,) + a._shape[ax + 1:]
+        out.append(b.node(_SLICE, (a,), shape, a._dtype, {"index": index}, st))
+    return out
+
+
+def broadcast_arrays(*arrays, stream=None):
+    """Broadcast arrays against each other."""
+    arrays = [b.as_array(x, "broadcast_arrays") for x in arrays]
+    shape = b.broadcast_shapes(*[x._shape for x in arrays], op="broadcast_arrays")
+    return [broadcast_to(x, shape, stream=stream) for x in arrays]

@@ -1,0 +1,230 @@
+"""Per-stream execution: ordered batches, waits between streams, error capture.
+
+A stream is an ordering, not a thread.  Each stream has a `StreamState`: a queue
+of batches (the nodes one eval put on that stream, in order) and two counters,
+`issued` and `completed`, which number its nodes.  A node waits for a node of
+another stream by waiting until that stream's `completed` reaches the
+producer's number: a timeline event.  Batches run either inline on the thread
+that called eval (small work, idle streams) or on a small shared pool of
+worker threads; a worker never blocks on another stream: it parks the batch
+and the producer's completion puts the stream back on the pool.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import threading
+
+import numpy as np
+
+from ..backend import for_device_type
+
+
+def quiet():
+    """MLX computes inf and nan without warnings; so do we (one errstate per batch, not per op)."""
+    return np.errstate(all="ignore")
+
+
+class StreamError(RuntimeError):
+    """A failure of an op while it ran; it poisons that array and everything derived from it."""
+
+    reported = False
+
+
+class StreamState:
+    """The executor side of one Stream."""
+
+    __slots__ = ("stream", "owner", "backend", "lock", "cond", "queue", "active",
+                 "issued", "completed", "waiters", "errors", "closed", "__weakref__")
+
+    def __init__(self, stream, owner, backend):
+        self.stream = stream
+        self.owner = owner  # the per-thread token of the owning thread; None: any thread
+        self.backend = backend
+        self.lock = threading.Lock()  # guards queue, active, completed, waiters, errors
+        self.cond = threading.Condition(self.lock)
+        self.queue = collections.deque()  # Batches not finished; the head is being drained
+        self.active = False  # some thread is draining this stream
+        self.issued = 0  # number given to the last node put on this stream
+        self.completed = 0  # number of the last node that finished (or failed)
+        self.waiters = []  # (number, callback): call once completed >= number
+        self.errors = []  # StreamErrors not yet reported by eval or synchronize
+        self.closed = False  # destroyed by clear_streams
+
+    def advance(self, seq):
+        """Mark every node up to `seq` finished; wake whoever waits for them."""
+        with self.lock:
+            self.completed = seq
+            ready = [cb for n, cb in self.waiters if n <= seq]
+            if ready:
+                self.waiters = [(n, cb) for n, cb in self.waiters if n > seq]
+            self.cond.notify_all()
+        for cb in ready:
+            cb()
+
+    def when_done(self, seq, callback) -> bool:
+        """Call `callback` once node `seq` finished; False (and no call) if it already has."""
+        with self.lock:
+            if self.completed >= seq:
+                return False
+            self.waiters.append((seq, callback))
+            return True
+
+    def wait(self, seq):
+        if self.completed >= seq:
+            return
+        with self.lock:
+            while self.completed < seq:
+                self.cond.wait()
+
+
+class Batch:
+    """The nodes of one eval on one stream, in order, and the producers they wait for."""
+
+    __slots__ = ("nodes", "waits", "signals", "pos", "last")
+
+    def __init__(self, nodes, waits, signals):
+        self.nodes = nodes
+        self.waits = waits  # node position -> producers on other streams
+        self.signals = signals  # positions whose completion another stream waits for
+        self.pos = 0
+        self.last = nodes[-1]._seq
+
+
+def run_node(node, backend):
+    """Run one node's kernel; a failure becomes a StreamError stored in the node.
+
+    `backend.execute` sees the node with its inputs, so a GPU backend can order
+    itself after inputs made on other devices or streams.
+    """
+    args = []
+    for a in node._inputs:
+        if a._error is not None:
+            node._error = a._error
+            break
+        args.append(a._data)
+    else:
+        try:
+            node._data = backend.execute(node, args)
+        except Exception as exc:  # any kernel failure poisons the node, never the process
+            node._error = StreamError(_message(node, exc))
+            node._error.__cause__ = exc
+    node._prim = None
+    node._inputs = ()
+    node._params = None
+
+
+def _message(node, exc):
+    text = str(exc)
+    return text if text.startswith("[") else f"[{node._prim.name}] {text}"
+
+
+def run_batch(state, batch, blocking) -> bool:
+    """Run a batch from where it stopped; False if it parked waiting for another stream."""
+    with quiet():
+        return _run_batch(state, batch, blocking)
+
+
+def _run_batch(state, batch, blocking):
+    nodes, waits, signals, backend = batch.nodes, batch.waits, batch.signals, state.backend
+    for i in range(batch.pos, len(nodes)):
+        for producer in waits.get(i, ()):
+            pstate = producer._stream
+            if blocking:
+                pstate.wait(producer._seq)
+            elif pstate.when_done(producer._seq, lambda: POOL.submit(state)):
+                batch.pos = i
+                return False
+        node = nodes[i]
+        run_node(node, backend)
+        if node._error is not None:
+            record_error(state, node._error)
+        if i in signals:
+            state.advance(node._seq)
+    batch.pos = len(nodes)
+    return True
+
+
+def record_error(state, err):
+    with state.lock:
+        if all(e is not err for e in state.errors):
+            state.errors.append(err)
+
+
+def release(state):
+    """Give up draining `state`; work queued meanwhile by other threads goes to the pool."""
+    with state.lock:
+        if not state.queue:
+            state.active = False
+            return
+    POOL.submit(state)
+
+
+def drain(state, blocking=False):
+    """Run the stream's queued batches in order until it is empty or a batch parks."""
+    while True:
+        with state.lock:
+            if not state.queue:
+                state.active = False
+                return
+            batch = state.queue[0]
+        if not run_batch(state, batch, blocking):
+            return
+        with state.lock:
+            state.queue.popleft()
+        state.advance(batch.last)
+        if blocking:  # the caller has its own work to get back to: hand the rest on
+            release(state)
+            return
+
+
+class _Pool:
+    """A few daemon worker threads that drain streams; never one thread per stream."""
+
+    def __init__(self, size):
+        self.size = size
+        self.jobs = collections.deque()
+        self.lock = threading.Lock()  # guards jobs, idle, threads, stopping
+        self.cond = threading.Condition(self.lock)
+        self.idle = 0
+        self.threads = []
+        self.stopping = False
+
+    def submit(self, state):
+        with self.lock:
+            self.jobs.append(state)
+            if self.idle:
+                self.cond.notify()
+            elif len(self.threads) < self.size:
+                t = threading.Thread(target=self._work, name="streamlet-worker", daemon=True)
+                self.threads.append(t)
+                t.start()
+
+    def _work(self):
+        while True:
+            with self.lock:
+                while not self.jobs and not self.stopping:
+                    self.idle += 1
+                    self.cond.wait()
+                    self.idle -= 1
+                if not self.jobs:
+                    return
+                state = self.jobs.popleft()
+            drain(state)
+
+    def shutdown(self):
+        """Let queued work finish, then stop the workers (called at interpreter exit)."""
+        with self.lock:
+            self.stopping = True
+            self.cond.notify_all()
+            threads = list(self.threads)
+        for t in threads:
+            t.join()
+
+
+POOL = _Pool(max(4, os.cpu_count() or 1))
+threading._register_atexit(POOL.shutdown)
+
+
+def make_state(stream, owner):
+    return StreamState(stream, owner, for_device_type(stream.device.type.value))
