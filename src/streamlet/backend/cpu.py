@@ -1,4 +1,9 @@
-"""The CPU backend: kernels run on NumPy arrays in the thread that drains the stream."""
+"""The CPU backend: kernels run on NumPy arrays in the thread that drains the stream.
+
+A backend module provides: execute(node, args), import_from(node) (an input that
+another backend produced), to_numpy(data, state), for_export(data, state) and
+synchronize(state).
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -20,3 +25,8 @@ def to_numpy(data, state):
 
 def for_export(data, state):
     return data
+
+
+def import_from(node):
+    """An input made on another device, brought to the host once its producer has finished."""
+    return node._stream.backend.to_numpy(node._data, node._stream)

@@ -34,13 +34,14 @@ class StreamError(RuntimeError):
 class StreamState:
     """The executor side of one Stream."""
 
-    __slots__ = ("stream", "owner", "backend", "lock", "cond", "queue", "active",
+    __slots__ = ("stream", "owner", "backend", "native", "lock", "cond", "queue", "active",
                  "issued", "completed", "waiters", "errors", "closed", "__weakref__")
 
     def __init__(self, stream, owner, backend):
         self.stream = stream
         self.owner = owner  # the per-thread token of the owning thread; None: any thread
         self.backend = backend
+        self.native = None  # the backend's own handle for this stream (a CUDA stream)
         self.lock = threading.Lock()  # guards queue, active, completed, waiters, errors
         self.cond = threading.Condition(self.lock)
         self.queue = collections.deque()  # Batches not finished; the head is being drained
@@ -102,7 +103,8 @@ def run_node(node, backend):
         if a._error is not None:
             node._error = a._error
             break
-        args.append(a._data)
+        st = a._stream
+        args.append(a._data if st is None or st.backend is backend else backend.import_from(a))
     else:
         try:
             node._data = backend.execute(node, args)

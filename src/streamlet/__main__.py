@@ -1,0 +1,1 @@
+"""The stream demo; replaced below."""

@@ -1,0 +1,1 @@
+"""Random numbers (issue 3): being written."""
