@@ -1,5 +1,15 @@
-"""Matrix products and the linear algebra the foundation needs (inv, solve)."""
+"""Matrix products and `mx.linalg`: factorizations, solvers, norms, cross products.
+
+Factorizations run on CPU streams only, as in MLX; asking for a GPU stream raises
+ValueError when the op is built. A factorization with several results (qr, svd,
+eig, eigh, lu, lu_factor, slogdet) makes ONE node that computes them all and
+returns a tuple, plus one cheap selection node per result, so `Q, R = qr(a)`
+factors `a` once. The tuple node is internal: only selection nodes reach the user.
+"""
 from __future__ import annotations
+
+import math
+import numbers
 
 import numpy as np
 
@@ -41,66 +51,503 @@ def matmul(a, b_, /, *, stream=None):
     return b.node(_MATMUL, (x, y), shape, d, {"dtype": d.np}, st)
 
 
-def _float_square(a, op):
-    a = b.as_array(a, op)
-    if a.ndim < 2 or a._shape[-1] != a._shape[-2]:
-        raise ValueError(f"[{op}] Expected a square matrix (or a batch of them), got shape "
-                         f"{a._shape}.")
-    if a._dtype.kind not in "f":
-        raise ValueError(f"[{op}] Arrays must have type float32 or float64, got {a._dtype.name}.")
-    return a
+# -- shared checks -------------------------------------------------------------------------
+_REAL = (dt.float32, dt.float64)
+_REAL_OR_COMPLEX = (dt.float32, dt.float64, dt.complex64)
 
 
 def _cpu_only(st, op):
     if st.stream.device.type.value != 0:
-        raise ValueError(f"[{op}] This op is not yet supported on the GPU. Use "
-                         "stream=mx.cpu instead.")
+        raise ValueError(f"[{op}] This op is not yet supported on the GPU. Explicitly pass a "
+                         "CPU stream to run it (stream=mx.cpu).")
+
+
+def _matrix(a, op, allowed=_REAL, square=None):
+    """`a` as an array of matrices of an allowed dtype; `square` is the message if not square."""
+    a = b.as_array(a, op)
+    if a._dtype not in allowed:
+        names = [d.name for d in allowed]
+        listed = " or ".join(names) if len(names) == 2 else \
+            ", ".join(names[:-1]) + " or " + names[-1]
+        raise ValueError(f"[{op}] Arrays must have type {listed}. Received array with type "
+                         f"{a._dtype.name}.")
+    if a.ndim < 2:
+        raise ValueError(f"[{op}] Arrays must have >= 2 dimensions. Received array with "
+                         f"{a.ndim} dimensions.")
+    if square and a._shape[-1] != a._shape[-2]:
+        raise ValueError(f"[{op}] {square}")
+    return a
 
 
 def _linalg(fn, what):
-    def kernel(xp, *args):
+    """A kernel whose LinAlgError (singular, not positive definite...) reads `what: why`."""
+    def kernel(xp, *args, **params):
         try:
-            return fn(xp, *args)
+            return fn(xp, *args, **params)
         except np.linalg.LinAlgError as exc:
             raise RuntimeError(f"{what}: {exc}") from None
     return kernel
 
 
-_INV = b.make("linalg.inv", _linalg(lambda xp, a: xp.linalg.inv(a),
-                                    "[linalg.inv] The matrix is singular"))
-_SOLVE = b.make("linalg.solve", _linalg(lambda xp, a, y: xp.linalg.solve(a, y),
-                                        "[linalg.solve] The matrix is singular"))
+def _pick(xp, parts, index):
+    return parts[index]
 
 
+_PICK = b.make("linalg.select", _pick)
+
+
+def _multi(prim, inputs, outs, params, st):
+    """One node computing a tuple of results, and one selection node per (shape, dtype)."""
+    whole = b.node(prim, inputs, (), outs[0][1], params, st)
+    return tuple(b.node(_PICK, (whole,), shape, d, {"index": i}, st)
+                 for i, (shape, d) in enumerate(outs))
+
+
+def _op(name, fn, what=None):
+    return b.make(f"linalg.{name}", _linalg(fn, what or f"[linalg.{name}] failed"))
+
+
+def _unary(prim, a, shape, d, st, **params):
+    return b.node(prim, (a,), shape, d, params, st)
+
+
+# -- kernels (NumPy's LAPACK under `xp.linalg`) -----------------------------------------------
+def _tri(xp, a, upper):
+    return xp.triu(a) if upper else xp.tril(a)
+
+
+def _eye_like(xp, a):
+    return xp.broadcast_to(xp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+
+
+def _lu_factor_kernel(xp, a):
+    """Row-pivoted LU of a batch of m x n matrices: (LU packed, pivots, permutation).
+
+    Right-looking elimination, one vectorized step per column (LAPACK's getrf order).
+    """
+    m, n = a.shape[-2:]
+    batch = a.shape[:-2]
+    lu = a.reshape((-1, m, n)).copy()
+    count, k_max = lu.shape[0], min(m, n)
+    rows = xp.arange(count)
+    piv = xp.zeros((count, k_max), dtype=xp.uint32)
+    perm = xp.broadcast_to(xp.arange(m, dtype=xp.uint32), (count, m)).copy()
+    for k in range(k_max):
+        p = k + xp.argmax(xp.abs(lu[:, k:, k]), axis=1)
+        piv[:, k] = p
+        top, low = lu[rows, k].copy(), lu[rows, p].copy()
+        lu[rows, k], lu[rows, p] = low, top
+        pt, pl = perm[rows, k].copy(), perm[rows, p].copy()
+        perm[rows, k], perm[rows, p] = pl, pt
+        pivot = lu[:, k, k]
+        safe = xp.where(pivot == 0, 1, pivot)
+        lu[:, k + 1:, k] /= safe[:, None]
+        lu[:, k + 1:, k + 1:] -= lu[:, k + 1:, k, None] * lu[:, k, None, k + 1:]
+    return (lu.reshape(a.shape), piv.reshape(batch + (k_max,)), perm.reshape(batch + (m,)))
+
+
+def _lu(xp, a):
+    lu, _, perm = _lu_factor_kernel(xp, a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    lower = xp.tril(lu[..., :, :k], -1) + xp.eye(m, k, dtype=lu.dtype)
+    return perm, lower, xp.triu(lu[..., :k, :])
+
+
+def _lu_factor(xp, a):
+    lu, piv, _ = _lu_factor_kernel(xp, a)
+    return lu, piv
+
+
+def _qr(xp, a):
+    return tuple(xp.linalg.qr(a, mode="reduced"))
+
+
+def _svd(xp, a):
+    u, s, vt = xp.linalg.svd(a, full_matrices=True)
+    return u, s.astype(xp.float32 if a.dtype == xp.complex64 else a.dtype), vt
+
+
+def _svdvals(xp, a):
+    s = xp.linalg.svd(a, compute_uv=False)
+    return s.astype(xp.float32 if a.dtype == xp.complex64 else a.dtype)
+
+
+def _real_of(xp, a):
+    return xp.float32 if a.dtype == xp.complex64 else a.dtype
+
+
+def _eigh(xp, a, uplo):
+    w, v = xp.linalg.eigh(a, UPLO=uplo)
+    return w.astype(_real_of(xp, a)), v
+
+
+def _eigvalsh(xp, a, uplo):
+    return xp.linalg.eigvalsh(a, UPLO=uplo).astype(_real_of(xp, a))
+
+
+def _eig(xp, a):
+    w, v = xp.linalg.eig(a)
+    return w.astype(xp.complex64), v.astype(xp.complex64)
+
+
+def _eigvals(xp, a):
+    return xp.linalg.eigvals(a).astype(xp.complex64)
+
+
+def _tri_inv(xp, a, upper):
+    return _tri(xp, xp.linalg.solve(_tri(xp, a, upper), _eye_like(xp, a)), upper)
+
+
+def _cholesky_inv(xp, a, upper):
+    f = _tri(xp, a, upper)
+    ft = xp.swapaxes(f, -1, -2)
+    return xp.linalg.inv(ft @ f if upper else f @ ft)
+
+
+def _det(xp, a, out):
+    return xp.linalg.det(a).astype(out)
+
+
+def _slogdet(xp, a, out):
+    sign, logdet = xp.linalg.slogdet(a)
+    return sign.astype(out), logdet.astype(out)
+
+
+def _solve_tri(xp, a, y, upper):
+    return xp.linalg.solve(_tri(xp, a, upper), y)
+
+
+def _solve(xp, a, y, vector):
+    return xp.linalg.solve(a, y[..., None])[..., 0] if vector else xp.linalg.solve(a, y)
+
+
+_SINGULAR = "The matrix is singular"
+_INV = _op("inv", lambda xp, a: xp.linalg.inv(a), f"[linalg.inv] {_SINGULAR}")
+_TRI_INV = _op("tri_inv", _tri_inv, f"[linalg.tri_inv] {_SINGULAR}")
+_CHOL = _op("cholesky", lambda xp, a, upper: xp.linalg.cholesky(a, upper=upper),
+            "[linalg.cholesky] The matrix is not positive definite")
+_CHOL_INV = _op("cholesky_inv", _cholesky_inv, f"[linalg.cholesky_inv] {_SINGULAR}")
+_SOLVE = _op("solve", _solve, f"[linalg.solve] {_SINGULAR}")
+_SOLVE_TRI = _op("solve_triangular", _solve_tri, f"[linalg.solve_triangular] {_SINGULAR}")
+_PINV = _op("pinv", lambda xp, a: xp.linalg.pinv(a), "[linalg.pinv] SVD did not converge")
+_DET, _SLOGDET = _op("det", _det), _op("slogdet", _slogdet)
+_QR, _SVD, _SVDVALS = _op("qr", _qr), _op("svd", _svd), _op("svd", _svdvals)
+_EIG, _EIGVALS = _op("eig", _eig), _op("eigvals", _eigvals)
+_EIGH, _EIGVALSH = _op("eigh", _eigh), _op("eigvalsh", _eigvalsh)
+_LU, _LU_FACTOR = _op("lu", _lu), _op("lu_factor", _lu_factor)
+
+
+# -- public ops ---------------------------------------------------------------------------------
 def inv(a, /, *, stream=None):
     """Inverse of a square matrix (CPU streams only, as in MLX).
 
     A singular matrix fails when the op runs: eval raises RuntimeError.
     """
     st = b.resolve(stream)
-    _cpu_only(st, "linalg.inv")
-    a = _float_square(a, "linalg.inv")
-    return b.node(_INV, (a,), a._shape, a._dtype, b.NO_PARAMS, st)
+    _cpu_only(st, "linalg::inv")
+    a = _matrix(a, "linalg::inv", square="Inverses are only defined for square matrices.")
+    return _unary(_INV, a, a._shape, a._dtype, st)
+
+
+def tri_inv(a, /, upper=False, *, stream=None):
+    """Inverse of a triangular matrix; only the `upper` (or lower) triangle is read."""
+    st = b.resolve(stream)
+    _cpu_only(st, "linalg::tri_inv")
+    a = _matrix(a, "linalg::inv", square="Inverses are only defined for square matrices.")
+    return _unary(_TRI_INV, a, a._shape, a._dtype, st, upper=bool(upper))
+
+
+def cholesky(a, /, upper=False, *, stream=None):
+    """Cholesky factor L (or U with `upper=True`) of a symmetric positive definite matrix."""
+    st = b.resolve(stream)
+    _cpu_only(st, "linalg::cholesky")
+    a = _matrix(a, "linalg::cholesky", square="Cholesky decomposition is only defined for "
+                "square matrices.")
+    return _unary(_CHOL, a, a._shape, a._dtype, st, upper=bool(upper))
+
+
+def cholesky_inv(a, /, upper=False, *, stream=None):
+    """Inverse of `L @ L.T` (or `U.T @ U`) from its Cholesky factor `a`."""
+    st = b.resolve(stream)
+    _cpu_only(st, "linalg::cholesky_inv")
+    a = _matrix(a, "linalg::cholesky_inv", square="Cholesky inverse is only defined for "
+                "square matrices.")
+    return _unary(_CHOL_INV, a, a._shape, a._dtype, st, upper=bool(upper))
+
+
+def pinv(a, /, *, stream=None):
+    """Moore-Penrose pseudo-inverse (through the SVD)."""
+    st = b.resolve(stream)
+    _cpu_only(st, "linalg::pinv")
+    a = _matrix(a, "linalg::pinv")
+    return _unary(_PINV, a, a._shape[:-2] + a._shape[:-3:-1], a._dtype, st)
+
+
+def _det_input(a, op, st):
+    _cpu_only(st, op)
+    a = b.as_array(a, op)
+    if a._dtype.kind == "c":
+        raise ValueError(f"[{op}] Complex inputs are not supported.")
+    if a.ndim < 2:
+        raise ValueError(f"[{op}] Arrays must have >= 2 dimensions. Received array with "
+                         f"{a.ndim} dimensions.")
+    if a._shape[-1] != a._shape[-2]:
+        raise ValueError(f"[{op}] Only defined for square matrices.")
+    out = a._dtype if a._dtype.kind == "f" else dt.float32
+    compute = out if out in _REAL else dt.float32
+    return _astype(a, compute, st), out
+
+
+def _astype(a, d, st):
+    from .creation import astype
+    return a if a._dtype is d else astype(a, d, stream=st.stream)
+
+
+def det(a, /, *, stream=None):
+    """Determinant; integers give float32, float16 and bfloat16 keep their type."""
+    st = b.resolve(stream)
+    a, out = _det_input(a, "linalg::det", st)
+    return _unary(_DET, a, a._shape[:-2], out, st, out=out.np)
+
+
+def slogdet(a, /, *, stream=None):
+    """(sign, log|det|) of square matrices; a singular matrix gives (0, -inf)."""
+    st = b.resolve(stream)
+    a, out = _det_input(a, "linalg::slogdet", st)
+    shape = a._shape[:-2]
+    return _multi(_SLOGDET, (a,), [(shape, out), (shape, out)], {"out": out.np}, st)
+
+
+def qr(a, /, *, stream=None):
+    """Reduced QR factorization: Q (m x k) and R (k x n), k = min(m, n)."""
+    st = b.resolve(stream)
+    _cpu_only(st, "linalg::qr")
+    a = _matrix(a, "linalg::qr")
+    *batch, m, n = a._shape
+    k, batch = min(m, n), tuple(batch)
+    return _multi(_QR, (a,), [(batch + (m, k), a._dtype), (batch + (k, n), a._dtype)],
+                  b.NO_PARAMS, st)
+
+
+def svd(a, /, compute_uv=True, *, stream=None):
+    """U, S, Vt with full matrices; only S (real) when `compute_uv=False`."""
+    st = b.resolve(stream)
+    _cpu_only(st, "linalg::svd")
+    a = b.as_array(a, "linalg::svd")
+    if a.ndim < 2:
+        raise ValueError(f"[linalg::svd] Input array must have >= 2 dimensions. Received "
+                         f"array with {a.ndim} dimensions.")
+    a = _matrix(a, "linalg::svd", _REAL_OR_COMPLEX)
+    *batch, m, n = a._shape
+    batch = tuple(batch)
+    real = dt.float32 if a._dtype.kind == "c" else a._dtype
+    s = (batch + (min(m, n),), real)
+    if not compute_uv:
+        return _unary(_SVDVALS, a, *s, st)
+    return _multi(_SVD, (a,), [(batch + (m, m), a._dtype), s, (batch + (n, n), a._dtype)],
+                  b.NO_PARAMS, st)
+
+
+def _eig_input(a, op, st):
+    _cpu_only(st, op)
+    return _matrix(a, op, _REAL_OR_COMPLEX, square="Only defined for square matrices.")
+
+
+def _check_uplo(uplo, op):
+    if uplo not in ("L", "U"):
+        raise ValueError(f"[{op}] UPLO must be 'L' or 'U'.")
+    return uplo
+
+
+def eig(a, /, *, stream=None):
+    """Eigenvalues and right eigenvectors of a general square matrix, as complex64."""
+    st = b.resolve(stream)
+    a = _eig_input(a, "linalg::eig", st)
+    return _multi(_EIG, (a,), [(a._shape[:-1], dt.complex64), (a._shape, dt.complex64)],
+                  b.NO_PARAMS, st)
+
+
+def eigvals(a, /, *, stream=None):
+    """Eigenvalues of a general square matrix, as complex64."""
+    st = b.resolve(stream)
+    a = _eig_input(a, "linalg::eigvals", st)
+    return _unary(_EIGVALS, a, a._shape[:-1], dt.complex64, st)
+
+
+def eigh(a, /, UPLO="L", *, stream=None):
+    """Eigenvalues (ascending, real) and eigenvectors of a symmetric/Hermitian matrix."""
+    st = b.resolve(stream)
+    a = _eig_input(a, "linalg::eigh", st)
+    real = dt.float32 if a._dtype.kind == "c" else a._dtype
+    return _multi(_EIGH, (a,), [(a._shape[:-1], real), (a._shape, a._dtype)],
+                  {"uplo": _check_uplo(UPLO, "linalg::eigh")}, st)
+
+
+def eigvalsh(a, /, UPLO="L", *, stream=None):
+    """Eigenvalues (ascending, real) of a symmetric/Hermitian matrix."""
+    st = b.resolve(stream)
+    a = _eig_input(a, "linalg::eigvalsh", st)
+    real = dt.float32 if a._dtype.kind == "c" else a._dtype
+    return _unary(_EIGVALSH, a, a._shape[:-1], real, st,
+                  uplo=_check_uplo(UPLO, "linalg::eigvalsh"))
+
+
+def lu(a, /, *, stream=None):
+    """(P, L, U) with `a[..., P, :] == L @ U`; P is a uint32 row permutation."""
+    st = b.resolve(stream)
+    _cpu_only(st, "linalg::lu")
+    a = _matrix(a, "linalg::lu")
+    *batch, m, n = a._shape
+    k, batch = min(m, n), tuple(batch)
+    return _multi(_LU, (a,), [(batch + (m,), dt.uint32), (batch + (m, k), a._dtype),
+                              (batch + (k, n), a._dtype)], b.NO_PARAMS, st)
+
+
+def lu_factor(a, /, *, stream=None):
+    """(LU, pivots): L and U packed in one matrix and LAPACK-style 0-based row swaps."""
+    st = b.resolve(stream)
+    _cpu_only(st, "linalg::lu_factor")
+    a = _matrix(a, "linalg::lu_factor")
+    *batch, m, n = a._shape
+    return _multi(_LU_FACTOR, (a,), [(a._shape, a._dtype), (tuple(batch) + (min(m, n),),
+                                                            dt.uint32)], b.NO_PARAMS, st)
+
+
+def _solve_inputs(a, y, op, st):
+    _cpu_only(st, op)
+    a, y = b.as_array(a, op), b.as_array(y, op)
+    d = dt.promote_types(a._dtype, y._dtype)
+    if d not in _REAL:
+        raise ValueError(f"[{op}] Input arrays must promote to float32 or float64.  Received "
+                         f"arrays with type {a._dtype.name} and {y._dtype.name}.")
+    if a.ndim < 2:
+        raise ValueError(f"[{op}] First input must have >= 2 dimensions. Received array with "
+                         f"{a.ndim} dimensions.")
+    if a._shape[-1] != a._shape[-2]:
+        raise ValueError(f"[{op}] First input must be a square matrix.")
+    k = y._shape[-1] if y.ndim == 1 else (y._shape[-2] if y.ndim >= 2 else -1)
+    if k != a._shape[-1]:
+        shown_a = ",".join(map(str, a._shape))
+        shown_y = ",".join(map(str, y._shape))
+        raise ValueError(f"[{op}] Last dimension of first input with shape ({shown_a}) must "
+                         f"match second to last dimension of second input with shape "
+                         f"({shown_y}).")
+    if y.ndim == 1:
+        shape = a._shape[:-1]
+    else:
+        shape = b.broadcast_shapes(a._shape[:-2], y._shape[:-2], op=op) + y._shape[-2:]
+    return _astype(a, d, st), _astype(y, d, st), shape, d
 
 
 def solve(a, y, /, *, stream=None):
-    """Solve a @ x = y for x (CPU streams only, as in MLX)."""
+    """Solve `a @ x = y` for x (CPU streams only, as in MLX); y may be a vector."""
     st = b.resolve(stream)
-    _cpu_only(st, "linalg.solve")
-    a = _float_square(a, "linalg.solve")
-    y = b.as_array(y, "linalg.solve")
-    d = dt.promote_types(a._dtype, y._dtype)
+    a, y, shape, d = _solve_inputs(a, y, "linalg::solve", st)
+    return b.node(_SOLVE, (a, y), shape, d, {"vector": y.ndim == 1}, st)
+
+
+def solve_triangular(a, y, /, *, upper=False, stream=None):
+    """Solve `a @ x = y` where `a` is (read as) lower or `upper` triangular."""
+    st = b.resolve(stream)
+    a, y, shape, d = _solve_inputs(a, y, "linalg::solve_triangular", st)
     if y.ndim == 1:
-        if y._shape[0] != a._shape[-1]:
-            raise ValueError(f"[linalg.solve] Incompatible shapes {a._shape} and {y._shape}.")
-        shape = a._shape[:-1]
-        y2 = y
-    else:
-        if y._shape[-2] != a._shape[-1]:
-            raise ValueError(f"[linalg.solve] Incompatible shapes {a._shape} and {y._shape}.")
-        shape = b.broadcast_shapes(a._shape[:-2], y._shape[:-2], op="linalg.solve") + \
-            y._shape[-2:]
-        y2 = y
-    from .creation import astype
-    return b.node(_SOLVE, (astype(a, d, stream=st.stream), astype(y2, d, stream=st.stream)),
-                  shape, d, b.NO_PARAMS, st)
+        from .shape import expand_dims, squeeze
+        col = expand_dims(y, -1, stream=st.stream)
+        out = b.node(_SOLVE_TRI, (a, col), a._shape[:-1] + (1,), d, {"upper": bool(upper)}, st)
+        return squeeze(out, -1, stream=st.stream)
+    return b.node(_SOLVE_TRI, (a, y), shape, d, {"upper": bool(upper)}, st)
+
+
+# -- norm and cross (any stream) ----------------------------------------------------------------
+_MATRIX_ORDS = (1, -1, 2, -2, math.inf, -math.inf, "fro", "nuc")
+
+
+def _norm(xp, x, ord, axis, keepdims, compute, out):
+    x = b.cast(x, compute)
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+        if keepdims:
+            return xp.linalg.norm(x, ord=ord).astype(out).reshape((1,) * x.ndim)
+    return xp.asarray(xp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)).astype(out)
+
+
+_NORM = b.make("linalg.norm", _norm)
+
+
+def _norm_axes(a, ord, axis, op):
+    if axis is None:
+        if ord is None:
+            return None
+        if a.ndim > 2:
+            raise ValueError(f"[{op}] Received too many axes for norm.")
+        axis = tuple(range(a.ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    if len(axes) > 2:
+        raise ValueError(f"[{op}] Received too many axes for norm.")
+    norm_axes = tuple(b.normalize_axis(x, a.ndim, op) for x in axes)
+    if len(set(norm_axes)) != len(norm_axes):
+        raise ValueError(f"[{op}] Received duplicate axes {axes}.")
+    if len(axes) == 1 and isinstance(ord, str):
+        raise ValueError(f"[{op}] Norm '{ord}' only supported for matrices, but received 1 "
+                         "axis/axes.")
+    if len(axes) == 2 and ord is not None and ord not in _MATRIX_ORDS:
+        shown = f"'{ord}'" if isinstance(ord, str) else f"{ord:g}"
+        raise ValueError(f"[{op}] Invalid ord {'value ' if isinstance(ord, str) else ''}"
+                         f"{shown} for matrix norm.")
+    return norm_axes
+
+
+def norm(a, /, ord=None, axis=None, keepdims=False, *, stream=None):
+    """Vector or matrix norm with NumPy's `ord` meanings; integers give float32."""
+    op = "linalg::norm"
+    st = b.resolve(stream)
+    a = b.as_array(a, op)
+    if ord is not None and not isinstance(ord, (str, numbers.Real)):
+        raise TypeError(f"[{op}] ord must be None, a number or a string.")
+    axes = _norm_axes(a, ord, axis, op)
+    if axes is not None and len(axes) == 2 and ord in (2, -2, "nuc"):
+        _cpu_only(st, "linalg::svd")
+        _matrix(a, "linalg::svd", _REAL_OR_COMPLEX)
+    out = dt.float32 if a._dtype.kind in "biuc" else a._dtype
+    compute = a._dtype if a._dtype in _REAL_OR_COMPLEX else dt.float32
+    red = tuple(range(a.ndim)) if axes is None else axes
+    shape = tuple(1 if i in red else n for i, n in enumerate(a._shape)) if keepdims else \
+        tuple(n for i, n in enumerate(a._shape) if i not in red)
+    ax = None if axes is None else (axes[0] if len(axes) == 1 else axes)
+    return b.node(_NORM, (a,), shape, out, {"ord": ord, "axis": ax, "keepdims": bool(keepdims),
+                                             "compute": compute.np, "out": out.np}, st)
+
+
+def _cross(xp, x, y, axis, dtype):
+    x, y = b.cast(x, dtype), b.cast(y, dtype)
+    x, y = (xp.moveaxis(v, axis, -1) for v in (x, y))
+    x, y = (v if v.shape[-1] == 3 else xp.concatenate([v, xp.zeros_like(v[..., :1])], -1)
+            for v in (x, y))
+    x1, x2, x3 = x[..., 0], x[..., 1], x[..., 2]
+    y1, y2, y3 = y[..., 0], y[..., 1], y[..., 2]
+    out = xp.stack([x2 * y3 - x3 * y2, x3 * y1 - x1 * y3, x1 * y2 - x2 * y1], -1)
+    return xp.moveaxis(out, -1, axis)
+
+
+_CROSS = b.make("linalg.cross", _cross)
+
+
+def cross(a, b_, /, axis=-1, *, stream=None):
+    """Cross product of 3-vectors (2-vectors get a zero third component) along `axis`."""
+    op = "linalg::cross"
+    st = b.resolve(stream)
+    x, y, d = b.promote_pair(a, b_, op)
+    x, y = b.as_array(x, op), b.as_array(y, op)
+    if x.ndim != y.ndim:
+        raise ValueError(f"[{op}] Inputs must have the same number of dimensions.")
+    ax = b.normalize_axis(axis, x.ndim, op)
+    if x._shape[ax] not in (2, 3) or y._shape[ax] not in (2, 3):
+        raise ValueError(f"[{op}] The specified axis must have size 2 or 3.")
+    xs, ys = list(x._shape), list(y._shape)
+    xs[ax] = ys[ax] = 3
+    shape = b.broadcast_shapes(tuple(xs), tuple(ys), op=op)
+    return b.node(_CROSS, (x, y), shape, d, {"axis": ax, "dtype": d.np}, st)
+
+
+__all__ = ["matmul"]
