@@ -1,6 +1,7 @@
 """The lazy array: a graph node until evaluated, then a buffer on its device."""
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 
@@ -14,7 +15,7 @@ class array:
     """An N-dimensional array, evaluated lazily: `mx.array([1, 2, 3]).tolist() == [1, 2, 3]`."""
 
     __slots__ = ("_shape", "_dtype", "_data", "_prim", "_inputs", "_params", "_stream",
-                 "_seq", "_error", "__weakref__")
+                 "_seq", "_birth", "_error", "__weakref__")
     __array_priority__ = 100  # NumPy defers `ndarray + array` to us
 
     def __init__(self, val, dtype=None):
@@ -27,6 +28,7 @@ class array:
         self._params = None
         self._stream = None
         self._seq = 0
+        self._birth = 0
         self._error = None
 
     # -- metadata, known when the op is built ---------------------------------
@@ -235,6 +237,7 @@ def format_array(data: np.ndarray, dtype) -> str:
 
 
 PRINT_OPTIONS = {"threshold": 10}
+_births = itertools.count(1)  # build order of nodes: a topological order of the graph
 
 
 def const(value, dtype) -> array:
@@ -248,6 +251,7 @@ def const(value, dtype) -> array:
     a._params = None
     a._stream = None
     a._seq = 0
+    a._birth = 0
     a._error = None
     return a
 
@@ -263,6 +267,7 @@ def node(prim, inputs, shape, dtype, params, state) -> array:
     a._params = params
     a._stream = state
     a._seq = 0
+    a._birth = next(_births)
     a._error = None
     return a
 

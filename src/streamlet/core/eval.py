@@ -1,14 +1,16 @@
 """eval and async_eval: order the graph, place waits between streams, dispatch."""
 from __future__ import annotations
 
+import operator
 import threading
 
 from .array import array
-from .scheduler import POOL, Batch, drain, quiet, record_error, release, run_node
+from .scheduler import POOL, Batch, drain, run_batch, run_node
 from .stream import check_usable
 
-_enqueue_lock = threading.Lock()  # makes one eval's enqueueing atomic across its streams
-SMALL_WORK = 1 << 16  # elements: below this, a thread hand-off costs more than it saves
+_enqueue_lock = threading.Lock()  # one eval's batches enter all their streams' queues at once
+SMALL_WORK = 1 << 16  # elements: below this a thread hand-off costs more than it saves
+_birth = operator.attrgetter("_birth")
 
 
 def _flatten(args, out):
@@ -25,150 +27,138 @@ def _flatten(args, out):
 
 
 def _order(outputs):
-    """Unscheduled nodes reachable from `outputs`, producers before consumers."""
-    order, seen = [], set()
-    for root in outputs:
-        if root._prim is None or root._seq or id(root) in seen:
-            continue
-        seen.add(id(root))
-        stack = [(root, iter(root._inputs))]
-        while stack:
-            node, it = stack[-1]
-            for child in it:
-                if child._prim is not None and not child._seq and id(child) not in seen:
-                    seen.add(id(child))
-                    stack.append((child, iter(child._inputs)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    return order
+    """Unscheduled nodes reachable from `outputs`, producers first.
+
+    Nodes are numbered as they are built and an input is always built before
+    its consumer, so sorting by that number is a topological order.  A found
+    node is marked with `_seq = -1` until `_enqueue` gives it its number.
+    """
+    found = []
+    stack = []
+    for o in outputs:
+        if o._prim is not None and not o._seq:
+            o._seq = -1
+            stack.append(o)
+    while stack:
+        n = stack.pop()
+        found.append(n)
+        for c in n._inputs:
+            if c._prim is not None and not c._seq:
+                c._seq = -1
+                stack.append(c)
+    if len(found) > 1:
+        found.sort(key=_birth)
+    return found
 
 
-def _plan(order):
-    """Group nodes by stream, number them, and find the waits between streams."""
-    per_state = {}
-    for node in order:
-        per_state.setdefault(node._stream, []).append(node)
+def _group(order):
+    """Nodes by stream, in graph order; checks each stream may be used from this thread."""
+    first = order[0]._stream
+    per_state = {first: order}
+    for n in order:
+        if n._stream is not first:
+            per_state = {}
+            for m in order:
+                per_state.setdefault(m._stream, []).append(m)
+            break
     for st in per_state:
         check_usable(st)
     return per_state
 
 
+def _waits(st, nodes, numbers):
+    """Producers on other streams that each node must wait for, by position."""
+    waits = {}
+    for i, node in enumerate(nodes):
+        for inp in node._inputs:
+            pst = inp._stream
+            if pst is not st and pst is not None and inp._prim is not None:
+                waits.setdefault(i, []).append(inp)
+                numbers.setdefault(pst, set()).add(id(inp))
+    return waits
+
+
 def _enqueue(per_state):
-    """Number the nodes and build one Batch per stream."""
-    batches = {}
-    signals = {}
-    _number(per_state)
-    for st, nodes in per_state.items():
-        waits = {}
-        for i, node in enumerate(nodes):
-            for inp in node._inputs:
-                pst = inp._stream
-                if pst is not st and pst is not None and inp._prim is not None:
-                    waits.setdefault(i, []).append(inp)
-                    if pst in per_state:
-                        signals.setdefault(pst, set()).add(inp._seq)
-        batches[st] = (nodes, waits)
-    result = {}
-    for st, (nodes, waits) in batches.items():
-        marks = signals.get(st, ())
-        positions = {i for i, n in enumerate(nodes) if n._seq in marks} if marks else set()
-        result[st] = Batch(nodes, waits, positions)
-    return result
-
-
-def _claim_all(states):
-    """Mark every state active if all are idle; else claim none."""
-    claimed = []
-    for st in states:
-        with st.lock:
-            if st.active or st.queue:
-                ok = False
-            else:
-                st.active = ok = True
-        if not ok:
-            for c in claimed:
-                with c.lock:
-                    c.active = False
-            return False
-        claimed.append(st)
-    return True
-
-
-def _number(per_state):
-    """Give each node its place in its stream's timeline; caller holds _enqueue_lock."""
-    for st, nodes in per_state.items():
-        seq = st.issued
-        for node in nodes:
-            seq += 1
-            node._seq = seq
-        st.issued = seq
-
-
-def _run_inline(order, per_state):
-    """Run the whole plan on this thread, in graph order (all its streams idle and claimed)."""
+    """Number the nodes, make one Batch per stream and queue it; return the streams started."""
+    producers = {}
+    plans = [(st, nodes, _waits(st, nodes, producers)) for st, nodes in per_state.items()]
+    started = []
     with _enqueue_lock:
-        _number(per_state)
-    with quiet():
-        _run_in_order(order, per_state)
-    for st in per_state:
-        st.advance(st.issued)
-        release(st)
+        for st, nodes, waits in plans:
+            marks = producers.get(st)
+            signals = {i for i, n in enumerate(nodes) if id(n) in marks} if marks else None
+            with st.lock:
+                seq = st.issued
+                for n in nodes:
+                    seq += 1
+                    n._seq = seq
+                st.issued = seq
+                st.queue.append(Batch(nodes, waits, signals, seq))
+                if not st.active:
+                    st.active = True
+                    started.append(st)
+    return started
 
 
-def _run_in_order(order, per_state):
+def _run_here(order, per_state):
+    """Run every batch of this eval on the calling thread, in graph order."""
+    if len(per_state) == 1:
+        st = order[0]._stream
+        batch = st.queue[0]
+        run_batch(st, batch, True)
+        st.finish(batch)
+        return
     for node in order:
-        st = node._stream
         for inp in node._inputs:
-            if inp._prim is not None and inp._seq and inp._stream not in per_state:
+            if inp._prim is not None:  # a producer from an earlier eval, still running
                 inp._stream.wait(inp._seq)
-        run_node(node, st.backend)
-        if node._error is not None:
-            record_error(st, node._error)
-
-
-def _has_pending_inputs(order, per_state):
-    for node in order:
-        for inp in node._inputs:
-            if inp._prim is not None and inp._seq and inp._stream not in per_state:
-                return True
-    return False
+        run_node(node, node._stream)
+    for st in per_state:
+        st.finish(st.queue[0])
 
 
 def _dispatch(outputs, blocking):
     order = _order(outputs)
     if not order:
         return
-    per_state = _plan(order)
-    if blocking and len(per_state) == 1:
+    try:
+        per_state = _group(order)
+    except BaseException:
+        for n in order:
+            n._seq = 0
+        raise
+    if len(per_state) == 1 and blocking:
         work = None
-        inline_ok = True
     else:
         work = {st: sum(n.size for n in nodes) for st, nodes in per_state.items()}
-        big = sum(w >= SMALL_WORK for w in work.values())
-        inline_ok = big <= int(blocking) and (blocking or not _has_pending_inputs(order, per_state))
-    if inline_ok and _claim_all(per_state):
-        _run_inline(order, per_state)
-        return
-    with _enqueue_lock:
-        batches = _enqueue(per_state)
-        to_start = []
-        for st, batch in batches.items():
-            with st.lock:
-                st.queue.append(batch)
-                if not st.active:
-                    st.active = True
-                    to_start.append(st)
-    if blocking and to_start:
-        mine = max(to_start, key=work.get) if work else to_start[0]
-        for st in to_start:
+        here = _runs_here(order, work, blocking)
+    started = _enqueue(per_state)
+    if len(started) == len(per_state):
+        if work is None or here:
+            _run_here(order, per_state)
+            return
+    if blocking and started:
+        mine = max(started, key=work.get) if work else started[0]
+        for st in started:
             if st is not mine:
                 POOL.submit(st)
         drain(mine, blocking=True)
     else:
-        for st in to_start:
+        for st in started:
             POOL.submit(st)
+
+
+def _runs_here(order, work, blocking):
+    """Small work, or one large stream the caller would only wait for anyway.
+
+    async_eval runs small work here only if nothing it needs is still running elsewhere.
+    """
+    big = sum(w >= SMALL_WORK for w in work.values())
+    if blocking:
+        return big <= 1
+    if big:
+        return False
+    return not any(inp._prim is not None and inp._seq > 0 for n in order for inp in n._inputs)
 
 
 def eval(*args) -> None:
@@ -178,11 +168,11 @@ def eval(*args) -> None:
     >>> mx.eval(a); a.tolist()
     [2.0, 2.0]
     """
-    outputs = _flatten(args, [])
+    outputs = [args[0]] if len(args) == 1 and type(args[0]) is array else _flatten(args, [])
     _dispatch(outputs, blocking=True)
     for a in outputs:
-        a._wait()
-    for a in outputs:
+        if a._prim is not None:
+            a._stream.wait(a._seq)
         if a._error is not None:
             a._raise(report=True)
 

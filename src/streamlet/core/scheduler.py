@@ -14,15 +14,14 @@ from __future__ import annotations
 import collections
 import os
 import threading
-
-import numpy as np
+import warnings
 
 from ..backend import for_device_type
 
-
-def quiet():
-    """MLX computes inf and nan without warnings; so do we (one errstate per batch, not per op)."""
-    return np.errstate(all="ignore")
+# MLX computes inf and nan silently.  NumPy warns from the frame that called the
+# ufunc, which is one of our kernels: filtering those once costs nothing per op,
+# where an errstate context costs about 1 µs each time it is entered.
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"streamlet(\.|$)")
 
 
 class StreamError(RuntimeError):
@@ -35,33 +34,55 @@ class StreamState:
     """The executor side of one Stream."""
 
     __slots__ = ("stream", "owner", "backend", "native", "lock", "cond", "queue", "active",
-                 "issued", "completed", "waiters", "errors", "closed", "__weakref__")
+                 "issued", "completed", "waiters", "sleepers", "errors", "closed",
+                 "__weakref__")
 
     def __init__(self, stream, owner, backend):
         self.stream = stream
         self.owner = owner  # the per-thread token of the owning thread; None: any thread
         self.backend = backend
         self.native = None  # the backend's own handle for this stream (a CUDA stream)
-        self.lock = threading.Lock()  # guards queue, active, completed, waiters, errors
+        self.lock = threading.Lock()  # guards every field below
         self.cond = threading.Condition(self.lock)
-        self.queue = collections.deque()  # Batches not finished; the head is being drained
-        self.active = False  # some thread is draining this stream
+        self.queue = collections.deque()  # Batches not finished; the head is being run
+        self.active = False  # some thread is running this stream's queue
         self.issued = 0  # number given to the last node put on this stream
         self.completed = 0  # number of the last node that finished (or failed)
         self.waiters = []  # (number, callback): call once completed >= number
+        self.sleepers = 0  # threads blocked in wait()
         self.errors = []  # StreamErrors not yet reported by eval or synchronize
         self.closed = False  # destroyed by clear_streams
+
+    def _complete(self, seq):
+        """With the lock held: nodes up to `seq` are done; returns the callbacks to run."""
+        self.completed = seq
+        ready = ()
+        if self.waiters:
+            ready = [cb for n, cb in self.waiters if n <= seq]
+            self.waiters = [(n, cb) for n, cb in self.waiters if n > seq]
+        if self.sleepers:
+            self.cond.notify_all()
+        return ready
 
     def advance(self, seq):
         """Mark every node up to `seq` finished; wake whoever waits for them."""
         with self.lock:
-            self.completed = seq
-            ready = [cb for n, cb in self.waiters if n <= seq]
-            if ready:
-                self.waiters = [(n, cb) for n, cb in self.waiters if n > seq]
-            self.cond.notify_all()
+            ready = self._complete(seq)
         for cb in ready:
             cb()
+
+    def finish(self, batch):
+        """The head batch is done: publish it, then stop or hand the rest to the pool."""
+        with self.lock:
+            self.queue.popleft()
+            ready = self._complete(batch.last)
+            more = bool(self.queue)
+            if not more:
+                self.active = False
+        for cb in ready:
+            cb()
+        if more:
+            POOL.submit(self)
 
     def when_done(self, seq, callback) -> bool:
         """Call `callback` once node `seq` finished; False (and no call) if it already has."""
@@ -72,11 +93,14 @@ class StreamState:
             return True
 
     def wait(self, seq):
+        """Block this thread until node `seq` of the stream has finished."""
         if self.completed >= seq:
             return
         with self.lock:
+            self.sleepers += 1
             while self.completed < seq:
                 self.cond.wait()
+            self.sleepers -= 1
 
 
 class Batch:
@@ -84,20 +108,21 @@ class Batch:
 
     __slots__ = ("nodes", "waits", "signals", "pos", "last")
 
-    def __init__(self, nodes, waits, signals):
+    def __init__(self, nodes, waits, signals, last):
         self.nodes = nodes
         self.waits = waits  # node position -> producers on other streams
         self.signals = signals  # positions whose completion another stream waits for
-        self.pos = 0
-        self.last = nodes[-1]._seq
+        self.pos = 0  # where a parked batch resumes
+        self.last = last  # number of its last node
 
 
-def run_node(node, backend):
+def run_node(node, state):
     """Run one node's kernel; a failure becomes a StreamError stored in the node.
 
     `backend.execute` sees the node with its inputs, so a GPU backend can order
     itself after inputs made on other devices or streams.
     """
+    backend = state.backend
     args = []
     for a in node._inputs:
         if a._error is not None:
@@ -111,73 +136,61 @@ def run_node(node, backend):
         except Exception as exc:  # any kernel failure poisons the node, never the process
             node._error = StreamError(_message(node, exc))
             node._error.__cause__ = exc
+    if node._error is not None:
+        with state.lock:
+            if all(e is not node._error for e in state.errors):
+                state.errors.append(node._error)
     node._prim = None
     node._inputs = ()
     node._params = None
 
 
 def _message(node, exc):
-    text = str(exc)
+    text = str(exc) or type(exc).__name__
     return text if text.startswith("[") else f"[{node._prim.name}] {text}"
 
 
 def run_batch(state, batch, blocking) -> bool:
     """Run a batch from where it stopped; False if it parked waiting for another stream."""
-    with quiet():
-        return _run_batch(state, batch, blocking)
-
-
-def _run_batch(state, batch, blocking):
-    nodes, waits, signals, backend = batch.nodes, batch.waits, batch.signals, state.backend
+    nodes, waits, signals = batch.nodes, batch.waits, batch.signals
     for i in range(batch.pos, len(nodes)):
-        for producer in waits.get(i, ()):
-            pstate = producer._stream
-            if blocking:
-                pstate.wait(producer._seq)
-            elif pstate.when_done(producer._seq, lambda: POOL.submit(state)):
-                batch.pos = i
-                return False
+        if waits:
+            for producer in waits.get(i, ()):
+                pstate = producer._stream
+                if blocking:
+                    pstate.wait(producer._seq)
+                elif pstate.when_done(producer._seq, lambda: POOL.submit(state)):
+                    batch.pos = i
+                    return False
         node = nodes[i]
-        run_node(node, backend)
-        if node._error is not None:
-            record_error(state, node._error)
-        if i in signals:
+        run_node(node, state)
+        if signals and i in signals:
             state.advance(node._seq)
     batch.pos = len(nodes)
     return True
 
 
-def record_error(state, err):
-    with state.lock:
-        if all(e is not err for e in state.errors):
-            state.errors.append(err)
-
-
-def release(state):
-    """Give up draining `state`; work queued meanwhile by other threads goes to the pool."""
-    with state.lock:
-        if not state.queue:
-            state.active = False
-            return
-    POOL.submit(state)
-
-
 def drain(state, blocking=False):
-    """Run the stream's queued batches in order until it is empty or a batch parks."""
+    """Run the stream's queued batches in order until it is empty or a batch parks.
+
+    `blocking` (the thread that called eval): run the head batch only, waiting
+    for other streams if needed, then hand whatever is queued behind it to the pool.
+    """
     while True:
         with state.lock:
-            if not state.queue:
-                state.active = False
-                return
             batch = state.queue[0]
         if not run_batch(state, batch, blocking):
             return
         with state.lock:
-            state.queue.popleft()
-        state.advance(batch.last)
-        if blocking:  # the caller has its own work to get back to: hand the rest on
-            release(state)
+            more = len(state.queue) > 1
+        if blocking or not more:
+            state.finish(batch)
             return
+        with state.lock:
+            state.queue.popleft()
+            ready = state._complete(batch.last)
+        for cb in ready:
+            cb()
 
 
 class _Pool:
@@ -195,9 +208,8 @@ class _Pool:
     def submit(self, state):
         with self.lock:
             self.jobs.append(state)
-            if self.idle:
-                self.cond.notify()
-            elif len(self.threads) < self.size:
+            self.cond.notify()
+            if len(self.jobs) > self.idle and len(self.threads) < self.size:
                 t = threading.Thread(target=self._work, name="streamlet-worker", daemon=True)
                 self.threads.append(t)
                 t.start()

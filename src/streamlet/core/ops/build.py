@@ -17,8 +17,26 @@ class AxisError(ValueError, IndexError):
     """An invalid axis: a ValueError as the issue asks, and an IndexError as MLX raises."""
 
 
+_PY_SCALARS = (float, int, bool, complex)
+
+
 def is_scalar(x) -> bool:
-    return isinstance(x, (bool, numbers.Number)) and not isinstance(x, np.ndarray)
+    return type(x) in _PY_SCALARS or (isinstance(x, numbers.Number)
+                                      and not isinstance(x, np.ndarray))
+
+
+_consts: dict = {}  # (type, value, dtype) -> a shared scalar input; values are immutable
+
+
+def scalar(value, dtype) -> array:
+    """The scalar input `value` as `dtype`, shared between ops that use the same one."""
+    key = (type(value), value, dtype)
+    c = _consts.get(key)
+    if c is None:
+        if len(_consts) > 4096:
+            _consts.clear()
+        c = _consts[key] = const(value, dtype)
+    return c
 
 
 def as_array(x, op: str) -> array:
@@ -40,12 +58,12 @@ def promote_pair(a, b, op: str):
             return a, b, da if da is db else dt.promote_types(da, db)
         if is_scalar(b):
             d = _weak(a._dtype, b, op)
-            return a, const(b, d), d
+            return a, scalar(b, d), d
         b = as_array(b, op)
         return a, b, dt.promote_types(a._dtype, b._dtype)
     if type(b) is array and is_scalar(a):
         d = _weak(b._dtype, a, op)
-        return const(a, d), b, d
+        return scalar(a, d), b, d
     a, b = as_array(a, op), as_array(b, op)
     return a, b, dt.promote_types(a._dtype, b._dtype)
 
@@ -68,12 +86,14 @@ def promote_many(values, op: str):
         d = converted[0]._dtype
         for a in converted[1:]:
             d = dt.promote_types(d, a._dtype)
-    out = [v if isinstance(v, array) else (const(v, d) if is_scalar(v) else as_array(v, op))
+    out = [v if isinstance(v, array) else (scalar(v, d) if is_scalar(v) else as_array(v, op))
            for v in values]
     return out, d
 
 
 def _weak(d, value, op):
+    if type(value) is float and d.kind in "fc":
+        return d
     try:
         return dt.weak_scalar_dtype(d, value)
     except TypeError:
@@ -145,4 +165,4 @@ def cast(x, npdtype):
 
 __all__ = ["AxisError", "NO_PARAMS", "array", "as_array", "broadcast_shapes", "cast",
            "check_shape", "const", "dt", "is_scalar", "make", "node", "normalize_axes",
-           "normalize_axis", "promote_many", "promote_pair", "resolve"]
+           "normalize_axis", "promote_many", "promote_pair", "resolve", "scalar"]

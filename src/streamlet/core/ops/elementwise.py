@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from . import build as b
+from . import factory
 from .build import dt
 from .special import erf_kernel, erfinv_kernel
 
@@ -71,6 +72,27 @@ def _invert(xp, a):
     return xp.logical_not(a) if a.dtype.kind == "b" else xp.invert(a)
 
 
+def _scaled(factor):
+    """degrees and radians: one multiply in the input's own precision, as MLX does."""
+    return lambda xp, a: a * a.dtype.type(factor)
+
+
+def _reciprocal(xp, a):
+    return a.dtype.type(1) / a
+
+
+def _imag(xp, a):
+    return xp.imag(a) if a.dtype.kind == "c" else xp.zeros_like(a)
+
+
+def _signed_inf(sign):
+    def kernel(xp, a):
+        if a.dtype.kind not in "fc":
+            return xp.zeros(a.shape, bool)
+        return xp.isinf(a) & ((a > 0) if sign > 0 else (a < 0))
+    return kernel
+
+
 UNARY = {
     "abs": (lambda xp, a: xp.abs(a), _abs_rule, ""),
     "negative": (lambda xp, a: xp.negative(a), _same, "b"),
@@ -98,32 +120,25 @@ UNARY = {
     "isfinite": (_isfinite, _bool, ""),
     "logical_not": (lambda xp, a: xp.logical_not(a), _bool, ""),
     "bitwise_invert": (_invert, _same, "fc"),
+    "arcsin": (lambda xp, a: xp.arcsin(a), dt.to_inexact, ""),
+    "arccos": (lambda xp, a: xp.arccos(a), dt.to_inexact, ""),
+    "arctan": (lambda xp, a: xp.arctan(a), dt.to_inexact, ""),
+    "arcsinh": (lambda xp, a: xp.arcsinh(a), dt.to_inexact, ""),
+    "arccosh": (lambda xp, a: xp.arccosh(a), dt.to_inexact, ""),
+    "arctanh": (lambda xp, a: xp.arctanh(a), dt.to_inexact, ""),
+    "sinh": (lambda xp, a: xp.sinh(a), dt.to_inexact, ""),
+    "cosh": (lambda xp, a: xp.cosh(a), dt.to_inexact, ""),
+    "degrees": (_scaled(180 / math.pi), dt.to_inexact, ""),
+    "radians": (_scaled(math.pi / 180), dt.to_inexact, ""),
+    "reciprocal": (_reciprocal, dt.to_inexact, ""),
+    "conj": (lambda xp, a: xp.conj(a), _same, ""),
+    "real": (lambda xp, a: xp.real(a), _abs_rule, ""),
+    "imag": (_imag, _abs_rule, ""),
+    "isposinf": (_signed_inf(1), _bool, ""),
+    "isneginf": (_signed_inf(-1), _bool, ""),
+    "trunc": (_identity_for_ints(lambda xp, a: xp.trunc(a)), _same, "c"),
+    "positive": (lambda xp, a: a, _same, ""),
 }
-
-def _refuse(name, d, refused):
-    if d.kind in refused:
-        raise ValueError(f"[{name}] Not supported for {d.name}.")
-
-
-def _unary_kernel(fn):
-    def kernel(xp, a, dtype):
-        return fn(xp, a if a.dtype == dtype else a.astype(dtype))
-    return kernel
-
-
-def _make_unary(name, fn, rule, refused):
-    prim = b.make(name, _unary_kernel(fn))
-
-    def op(a, /, *, stream=None):
-        a = b.as_array(a, name)
-        _refuse(name, a._dtype, refused)
-        d = rule(a._dtype)
-        compute = d if rule is not _abs_rule and rule is not _bool else a._dtype
-        return b.node(prim, (a,), a._shape, d, {"dtype": compute.np}, b.resolve(stream))
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"Elementwise {name}: `mx.{name}(x, stream=s)`."
-    return op
-
 
 def _int_power(xp, x, y):
     """MLX's integer power: a negative exponent gives 0."""
@@ -140,6 +155,12 @@ def _power(xp, x, y):
 
 def _logical(fn):
     return lambda xp, x, y: fn(xp, x.astype(bool), y.astype(bool))
+
+
+def _logaddexp(xp, x, y):
+    if x.dtype.kind == "c":
+        return xp.log(xp.exp(x) + xp.exp(y))
+    return xp.logaddexp(x, y)
 
 
 # name: (kernel(xp, x, y) on inputs of the common dtype, output rule, refused kinds)
@@ -167,40 +188,25 @@ BINARY = {
     "bitwise_xor": (lambda xp, x, y: xp.bitwise_xor(x, y), _same, "fc"),
     "left_shift": (lambda xp, x, y: xp.left_shift(x, y), _same, "fc"),
     "right_shift": (lambda xp, x, y: xp.right_shift(x, y), _same, "fc"),
+    "logaddexp": (_logaddexp, dt.to_inexact, ""),
+    "logical_xor": (_logical(lambda xp, x, y: xp.logical_xor(x, y)), _bool, ""),
+}
+
+# Other names MLX gives the same ops.
+ALIASES = {
+    "asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
+    "acosh": "arccosh", "atanh": "arctanh", "atan2": "arctan2", "pow": "power",
+    "conjugate": "conj", "bitwise_left_shift": "left_shift",
+    "bitwise_right_shift": "right_shift",
 }
 
 
-def _binary_kernel(fn):
-    def kernel(xp, x, y, dtype):
-        if x.dtype != dtype:
-            x = x.astype(dtype)
-        if y.dtype != dtype:
-            y = y.astype(dtype)
-        return fn(xp, x, y)
-    return kernel
-
-
-def _make_binary(name, fn, rule, refused):
-    prim = b.make(name, _binary_kernel(fn))
-    promote_pair, broadcast = b.promote_pair, b.broadcast_shapes
-
-    def op(a, b_, /, *, stream=None):
-        st = b.resolve(stream)
-        x, y, d = promote_pair(a, b_, name)
-        if refused and d.kind in refused:
-            _refuse(name, d, refused)
-        shape = x._shape if x._shape == y._shape else broadcast(x._shape, y._shape, op=name)
-        compute = rule(d) if rule is dt.to_inexact else d
-        return b.node(prim, (x, y), shape, rule(d), {"dtype": compute.np}, st)
-    op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"Elementwise {name} with broadcasting: `mx.{name}(a, b, stream=s)`."
-    return op
-
-
 for _name, _row in UNARY.items():
-    globals()[_name] = _make_unary(_name, *_row)
+    globals()[_name] = factory.unary(_name, *_row)
 for _name, _row in BINARY.items():
-    globals()[_name] = _make_binary(_name, *_row)
+    globals()[_name] = factory.binary(_name, *_row)
+for _name, _target in ALIASES.items():
+    globals()[_name] = globals()[_target]
 
 
 def round(a, /, decimals=0, *, stream=None):
@@ -269,6 +275,34 @@ def array_equal(a, b_, /, equal_nan=False, *, stream=None):
     if equal_nan:
         return all_(isclose(x, y, 0.0, 0.0, equal_nan=True, stream=stream), stream=stream)
     return all_(equal(x, y, stream=stream), stream=stream)  # noqa: F821
+
+
+def divmod(a, b_, /, *, stream=None):
+    """`[a // b, a % b]` elementwise: `mx.divmod(mx.array([7, -7]), 3)`."""
+    return [floor_divide(a, b_, stream=stream), remainder(a, b_, stream=stream)]  # noqa: F821
+
+
+def _nan_to_num(xp, a, nan, posinf, neginf):
+    out = xp.where(xp.isnan(a), a.dtype.type(nan), a)
+    out = xp.where(out == a.dtype.type(math.inf), a.dtype.type(posinf), out)
+    return xp.where(out == a.dtype.type(-math.inf), a.dtype.type(neginf), out)
+
+
+_NAN_TO_NUM = b.make("nan_to_num", _nan_to_num)
+
+
+def nan_to_num(a, /, nan=0.0, posinf=None, neginf=None, *, stream=None):
+    """Replace NaN by `nan` and infinities by `posinf`/`neginf` (default: the dtype's limits)."""
+    a = b.as_array(a, "nan_to_num")
+    d = a._dtype
+    if d.kind == "c":
+        raise ValueError(f"[nan_to_num] Does not yet support given type: {d.name}.")
+    if d.kind != "f":
+        return a
+    info = dt.finfo(d)
+    params = {"nan": float(nan), "posinf": info.max if posinf is None else float(posinf),
+              "neginf": info.min if neginf is None else float(neginf)}
+    return b.node(_NAN_TO_NUM, (a,), a._shape, d, params, b.resolve(stream))
 
 
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan

@@ -1,0 +1,75 @@
+"""Builders of elementwise ops from table rows; the hot path of every small-op program.
+
+Each op gets two primitives: one for inputs that already have the dtype the op
+computes in (the common case: the kernel is the table's function, called as is)
+and one that casts its inputs first.
+"""
+from __future__ import annotations
+
+from . import build as b
+from .build import dt
+
+
+def _refuse(name, d, refused):
+    if d.kind in refused:
+        raise ValueError(f"[{name}] Not supported for {d.name}.")
+
+
+def _cast_unary(fn):
+    def kernel(xp, a, dtype):
+        return fn(xp, a.astype(dtype))
+    return kernel
+
+
+def _cast_binary(fn):
+    def kernel(xp, x, y, dtype):
+        return fn(xp, x.astype(dtype, copy=False), y.astype(dtype, copy=False))
+    return kernel
+
+
+def unary(name, fn, rule, refused):
+    """`op(a, stream=None)` computing `fn(xp, a)`; `rule` maps the input dtype to the output's.
+
+    Only `dt.to_inexact` changes the dtype the op computes in (integers become
+    float32); other rules describe the output alone (abs of complex, predicates).
+    """
+    direct, casting = b.make(name, fn), b.make(name, _cast_unary(fn))
+    as_array, node, resolve = b.as_array, b.node, b.resolve
+
+    def op(a, /, *, stream=None):
+        a = as_array(a, name)
+        if refused:
+            _refuse(name, a._dtype, refused)
+        d = rule(a._dtype)
+        st = resolve(stream)
+        if d is a._dtype or rule is not dt.to_inexact:
+            return node(direct, (a,), a._shape, d, b.NO_PARAMS, st)
+        return node(casting, (a,), a._shape, d, {"dtype": d.np}, st)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"Elementwise {name}: `mx.{name}(x, stream=s)`."
+    return op
+
+
+def binary(name, fn, rule, refused):
+    """`op(a, b, stream=None)` computing `fn(xp, x, y)` on inputs of their common dtype."""
+    direct, casting = b.make(name, fn), b.make(name, _cast_binary(fn))
+    promote_pair, broadcast, node, resolve = b.promote_pair, b.broadcast_shapes, b.node, b.resolve
+    known = {}  # common dtype -> (output dtype, compute dtype, params)
+
+    def op(a, b_, /, *, stream=None):
+        st = resolve(stream)
+        x, y, d = promote_pair(a, b_, name)
+        if refused:
+            _refuse(name, d, refused)
+        xs, ys = x._shape, y._shape
+        shape = xs if xs == ys or not ys else ys if not xs else broadcast(xs, ys, op=name)
+        out = known.get(d)
+        if out is None:
+            compute = rule(d) if rule is dt.to_inexact else d
+            out = known[d] = (rule(d), compute, {"dtype": compute.np})
+        if x._dtype is out[1] and y._dtype is out[1]:
+            return node(direct, (x, y), shape, out[0], b.NO_PARAMS, st)
+        return node(casting, (x, y), shape, out[0], out[2], st)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"Elementwise {name} with broadcasting: `mx.{name}(a, b, stream=s)`."
+    return op
