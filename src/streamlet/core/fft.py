@@ -1,0 +1,287 @@
+"""`mx.fft`: discrete Fourier transforms with MLX's dtypes (complex64 and float32).
+
+Every transform is one node whose kernel calls `xp.fft` (pocketfft in NumPy, cuFFT in
+CuPy) in single precision; `n`/`s` crop or zero-pad as in NumPy.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes as dt
+from .ops import build as b
+
+_NORMS = ("backward", "ortho", "forward")
+
+
+def _transform(xp, x, s, axes, norm, kind, compute, out):
+    x = b.cast(x, compute) if kind != "rfftn" else b.cast(xp.real(x), compute)
+    fn = getattr(xp.fft, kind)
+    return fn(x, s=s, axes=axes, norm=norm).astype(out, copy=False)
+
+
+_FFT = b.make("fft", _transform)
+
+
+def _check_norm(norm, op):
+    if norm not in _NORMS:
+        raise ValueError(f"[{op}] Invalid norm. Expected one of {{'backward', 'ortho', "
+                         "'forward'}.")
+
+
+def _build(a, s, axes, norm, kind, op, stream):
+    """Validate, compute the output shape, make the node. `axes` is already a tuple."""
+    st = b.resolve(stream)
+    a = b.as_array(a, op)
+    _check_norm(norm, op)
+    if a.ndim == 0 or len(axes) == 0 and a.ndim == 0:
+        raise b.AxisError(f"[{op}] Expected an array with at least one dimension.")
+    axes = tuple(b.normalize_axis(x, a.ndim, "fftn") for x in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"[fftn] Duplicated axis received ({','.join(map(str, axes))})")
+    inverse_real = kind == "irfftn"
+    if s is None:
+        s = [a._shape[x] for x in axes]
+        if inverse_real and axes:
+            s[-1] = 2 * (s[-1] - 1)
+    s = tuple(int(n) for n in s)
+    if len(s) != len(axes):
+        raise ValueError("[fftn] Shape and axes have different sizes.")
+    for n in s:
+        if n <= 0:
+            raise ValueError(f"[fftn] Invalid FFT output size requested ({n})")
+    shape = list(a._shape)
+    for x, n in zip(axes, s):
+        shape[x] = n
+    if kind == "rfftn" and axes:
+        shape[axes[-1]] = s[-1] // 2 + 1
+    out = dt.float32 if inverse_real else dt.complex64
+    compute = dt.float32 if kind == "rfftn" else dt.complex64
+    params = {"s": s, "axes": axes, "norm": norm, "kind": kind, "compute": compute.np,
+              "out": out.np}
+    return b.node(_FFT, (a,), tuple(shape), out, params, st)
+
+
+def _one_axis(kind, name):
+    def op(a, n=None, axis=-1, norm="backward", stream=None):
+        return _build(a, None if n is None else (n,), (axis,), norm, kind, name, stream)
+    op.__name__ = name
+    op.__doc__ = (f"`{name}` along one `axis`; `n` crops or zero-pads that axis "
+                  f"(NumPy's `{name}` in single precision).")
+    return op
+
+
+def _two_axes(kind, name):
+    def op(a, s=None, axes=(-2, -1), norm="backward", stream=None):
+        axes = (-2, -1) if axes is None else tuple(axes)
+        return _build(a, s, axes, norm, kind, name, stream)
+    op.__name__ = name
+    op.__doc__ = f"`{name}` over two `axes` (default the last two)."
+    return op
+
+
+def _n_axes(kind, name):
+    def op(a, s=None, axes=None, norm="backward", stream=None):
+        if axes is None:
+            if s is not None:
+                raise ValueError(f"[{name}] `axes` should not be `None` if `s` is not `None`.")
+            ndim = b.as_array(a, name).ndim
+            axes = tuple(range(ndim))
+        return _build(a, s, tuple(axes), norm, kind, name, stream)
+    op.__name__ = name
+    op.__doc__ = f"`{name}` over `axes` (default all)."
+    return op
+
+
+fft, ifft = _one_axis("fftn", "fft"), _one_axis("ifftn", "ifft")
+rfft, irfft = _one_axis("rfftn", "rfft"), _one_axis("irfftn", "irfft")
+fft2, ifft2 = _two_axes("fftn", "fft2"), _two_axes("ifftn", "ifft2")
+rfft2, irfft2 = _two_axes("rfftn", "rfft2"), _two_axes("irfftn", "irfft2")
+fftn, ifftn = _n_axes("fftn", "fftn"), _n_axes("ifftn", "ifftn")
+rfftn, irfftn = _n_axes("rfftn", "rfftn"), _n_axes("irfftn", "irfftn")
+
+
+# -- frequencies and shifts ---------------------------------------------------------------
+def _freq(xp, n, d, real):
+    f = xp.fft.rfftfreq(n, d) if real else xp.fft.fftfreq(n, d)
+    return f.astype(xp.float32)
+
+
+_FREQ = b.make("fftfreq", _freq)
+
+
+def _freq_op(real, name):
+    def op(n, d=1.0, stream=None):
+        n = int(n)
+        if n <= 0:
+            raise ValueError(f"[{name}] `n` must be greater than 0.")
+        size = n // 2 + 1 if real else n
+        return b.node(_FREQ, (), (size,), dt.float32, {"n": n, "d": float(d), "real": real},
+                      b.resolve(stream))
+    op.__name__ = name
+    op.__doc__ = f"Sample frequencies of a length-`n` {'r' if real else ''}fft, as float32."
+    return op
+
+
+fftfreq, rfftfreq = _freq_op(False, "fftfreq"), _freq_op(True, "rfftfreq")
+
+_SHIFT = b.make("fftshift", lambda xp, a, axes, inverse:
+                (xp.fft.ifftshift if inverse else xp.fft.fftshift)(a, axes=axes))
+
+
+def _shift_op(inverse, name):
+    def op(a, axes=None, stream=None):
+        a = b.as_array(a, name)
+        if isinstance(axes, (int, np.integer)):
+            axes = (axes,)
+        axes = tuple(range(a.ndim)) if axes is None else \
+            tuple(b.normalize_axis(x, a.ndim, name) for x in axes)
+        return b.node(_SHIFT, (a,), a._shape, a._dtype, {"axes": axes, "inverse": inverse},
+                      b.resolve(stream))
+    op.__name__ = name
+    op.__doc__ = f"{'Undo of fftshift' if inverse else 'Move the zero frequency to the centre'}" \
+                 " along `axes` (default all)."
+    return op
+
+
+fftshift, ifftshift = _shift_op(False, "fftshift"), _shift_op(True, "ifftshift")
+
+
+# -- short-time transforms ----------------------------------------------------------------
+_PAD_MODES = {"reflect": "reflect", "constant": "constant", "edge": "edge"}
+
+
+def _stft(xp, x, window, n_fft, hop, center, pad_mode, norm, onesided):
+    if center:
+        pad = [(0, 0)] * (x.ndim - 1) + [(n_fft // 2, n_fft // 2)]
+        x = xp.pad(x, pad, mode=pad_mode)
+    frames = xp.lib.stride_tricks.sliding_window_view(x, n_fft, axis=-1)[..., ::hop, :]
+    frames = frames * _centered(xp, window, n_fft)
+    spec = xp.fft.rfft(frames, axis=-1, norm=norm) if onesided else \
+        xp.fft.fft(frames, axis=-1, norm=norm)
+    return xp.swapaxes(spec, -1, -2).astype(xp.complex64, copy=False)
+
+
+_STFT = b.make("stft", _stft)
+
+
+def _window_input(window, win_length, n_fft, op):
+    """The window (ones by default) as an array input of win_length elements."""
+    if win_length > n_fft:
+        raise ValueError(f"[{op}] window length must not exceed n_fft.")
+    if window is None:
+        return b.array(np.ones(win_length, np.float32))
+    window = b.as_array(window, op)
+    if window.ndim != 1 or window._shape[0] != win_length:
+        raise ValueError(f"[{op}] window must be one-dimensional with win_length "
+                         f"({win_length}) elements.")
+    return window
+
+
+def _centered(xp, window, n_fft):
+    """The window zero-padded on both sides to n_fft, in float32."""
+    full = xp.zeros(n_fft, xp.float32)
+    left = (n_fft - window.shape[0]) // 2
+    full[left:left + window.shape[0]] = xp.real(window) if window.dtype.kind == "c" else window
+    return full
+
+
+def _lengths(n_fft, hop_length, win_length, op):
+    hop = n_fft // 4 if hop_length is None else int(hop_length)
+    win = n_fft if win_length is None else int(win_length)
+    if n_fft <= 0 or hop <= 0 or win <= 0:
+        raise ValueError(f"[{op}] n_fft, hop_length and win_length must be positive.")
+    return hop, win
+
+
+def stft(x, n_fft=2048, hop_length=None, win_length=None, window=None, center=True,
+         pad_mode="reflect", norm="backward", onesided=None, stream=None):
+    """Short-time Fourier transform of the last axis: shape (..., n_freq, n_frames)."""
+    op = "stft"
+    st = b.resolve(stream)
+    x = b.as_array(x, op)
+    _check_norm(norm, op)
+    hop, win = _lengths(int(n_fft), hop_length, win_length, op)
+    if pad_mode not in _PAD_MODES:
+        raise ValueError(f"Invalid padding mode ({pad_mode}) passed to pad")
+    if x.ndim == 0:
+        raise ValueError(f"[{op}] Expected an array with at least one dimension.")
+    w = _window_input(window, win, n_fft, op)
+    complex_in = x._dtype.kind == "c"
+    onesided = not complex_in if onesided is None else bool(onesided)
+    length = x._shape[-1] + (2 * (n_fft // 2) if center else 0)
+    if length < n_fft:
+        raise ValueError(f"[{op}] Input is too short ({x._shape[-1]}) for n_fft={n_fft}.")
+    frames = 1 + (length - n_fft) // hop
+    n_freq = n_fft // 2 + 1 if onesided else n_fft
+    compute = dt.complex64 if complex_in else dt.float32
+    from .ops.creation import astype
+    x = x if x._dtype is compute else astype(x, compute, stream=st.stream)
+    params = {"n_fft": n_fft, "hop": hop, "center": bool(center), "pad_mode": pad_mode,
+              "norm": norm, "onesided": onesided}
+    return b.node(_STFT, (x, w), x._shape[:-1] + (n_freq, frames), dt.complex64, params, st)
+
+
+def _istft(xp, spec, window, n_fft, hop, center, norm, onesided, length):
+    spec = xp.swapaxes(spec, -1, -2)
+    window = _centered(xp, window, n_fft)
+    frames = xp.fft.irfft(spec, n=n_fft, axis=-1, norm=norm) if onesided else \
+        xp.real(xp.fft.ifft(spec, n=n_fft, axis=-1, norm=norm))
+    frames = (frames * window).astype(xp.float32)
+    count = frames.shape[-2]
+    chunks = -(-n_fft // hop)
+    padded = xp.zeros(frames.shape[:-1] + (chunks * hop,), xp.float32)
+    padded[..., :n_fft] = frames
+    padded = padded.reshape(frames.shape[:-1] + (chunks, hop))
+    total = (count + chunks - 1) * hop
+    out = xp.zeros(frames.shape[:-2] + (total,), xp.float32)
+    env = xp.zeros(total, xp.float32)
+    wsq = xp.zeros(chunks * hop, xp.float32)
+    wsq[:n_fft] = window * window
+    wsq = wsq.reshape(chunks, hop)
+    for j in range(chunks):  # a loop over the few hop-sized pieces of a frame, not elements
+        out[..., j * hop:(j + count) * hop] += padded[..., :, j, :].reshape(
+            frames.shape[:-2] + (count * hop,))
+        env[j * hop:(j + count) * hop] += xp.tile(wsq[j], count)
+    end = n_fft + hop * (count - 1)
+    out, env = out[..., :end], env[:end]
+    out = out / xp.where(env > 1e-11, env, 1).astype(xp.float32)
+    start = n_fft // 2 if center else 0
+    stop = end - (n_fft // 2 if center else 0) if length is None else start + length
+    out = out[..., start:stop]
+    if length is not None and out.shape[-1] < length:
+        pad = [(0, 0)] * (out.ndim - 1) + [(0, length - out.shape[-1])]
+        out = xp.pad(out, pad)
+    return xp.ascontiguousarray(out)
+
+
+_ISTFT = b.make("istft", _istft)
+
+
+def istft(stft_matrix, n_fft=None, hop_length=None, win_length=None, window=None,
+          center=True, norm="backward", onesided=None, length=None, stream=None):
+    """Inverse of `stft`: overlap-add of windowed inverse transforms, float32."""
+    op = "istft"
+    st = b.resolve(stream)
+    spec = b.as_array(stft_matrix, op)
+    _check_norm(norm, op)
+    if spec.ndim < 2:
+        raise ValueError(f"[{op}] Expected an array of shape (..., n_freq, n_frames).")
+    onesided = True if onesided is None else bool(onesided)
+    n_freq, count = spec._shape[-2:]
+    n_fft = (2 * (n_freq - 1) if onesided else n_freq) if n_fft is None else int(n_fft)
+    hop, win = _lengths(n_fft, hop_length, win_length, op)
+    w = _window_input(window, win, n_fft, op)
+    if length is None:
+        size = n_fft + hop * (count - 1) - (2 * (n_fft // 2) if center else 0)
+    else:
+        size = int(length)
+    from .ops.creation import astype
+    spec = spec if spec._dtype is dt.complex64 else astype(spec, dt.complex64, stream=st.stream)
+    params = {"n_fft": n_fft, "hop": hop, "center": bool(center), "norm": norm,
+              "onesided": onesided, "length": None if length is None else size}
+    return b.node(_ISTFT, (spec, w), spec._shape[:-2] + (max(size, 0),), dt.float32, params, st)
+
+
+__all__ = ["fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2",
+           "irfft2", "rfftn", "irfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift",
+           "stft", "istft"]
