@@ -1,0 +1,89 @@
+"""Side-by-side benchmark: streamlet and MLX (and NumPy) on stream_bench.py's workloads.
+
+    ./dev bench [--rounds 3] [--device cpu|gpu] [--only a,b]
+
+Each round runs stream_bench.py once per module, in separate processes, one
+after the other, so both see the same machine; the table gives the median over
+rounds of each figure and the ratio streamlet / reference.  NumPy's own `a + b`
+and matmul are timed in the same run as the floor for those two workloads.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+LOWER_IS_BETTER = ("_us",)
+
+
+def run_bench(module, device, only):
+    cmd = [sys.executable, str(HERE / "stream_bench.py"), module, "--device", device]
+    if only:
+        cmd += ["--only", only]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return {k: float(v) for k, v in (line.split("\t") for line in out.splitlines() if line)}
+
+
+def numpy_floor():
+    def median(f, reps=5):
+        f()
+        ts = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            f()
+            ts.append(time.perf_counter() - t)
+        return statistics.median(ts)
+    rng = np.random.default_rng(0)
+    n = 1 << 24
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    m = rng.standard_normal((1024, 1024), dtype=np.float32)
+    return {"add_GBps": 12 * n / median(lambda: a + b) / 1e9,
+            "matmul_gflops": 2 * 1024**3 / median(lambda: m @ m) / 1e9}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--only", default="")
+    args = ap.parse_args()
+    try:
+        import mlx.core  # noqa: F401
+        refs = ["mlx"]
+    except ImportError:
+        refs = []
+    results = {m: [] for m in ["streamlet", *refs]}
+    floors = []
+    for _ in range(args.rounds):
+        for m in results:
+            results[m].append(run_bench(m, args.device, args.only))
+        if args.device == "cpu":
+            floors.append(numpy_floor())
+    med = {m: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for m, rs in results.items()}
+    header = "| workload | streamlet |" + "".join(f" {r} | ratio to {r} |" for r in refs)
+    if floors:
+        header += " NumPy | ratio to NumPy |"
+    print(header)
+    print("|" + " --- |" * (header.count("|") - 1))
+    for k, v in med["streamlet"].items():
+        row = f"| {k} | {v:.3f} |"
+        for r in refs:
+            ref = med[r].get(k)
+            row += f" {ref:.3f} | {v / ref:.2f} |" if ref else " – | – |"
+        if floors:
+            f = statistics.median(x[k] for x in floors) if k in floors[0] else None
+            row += f" {f:.3f} | {v / f:.2f} |" if f else " – | – |"
+        print(row)
+    lower = [k for k in med["streamlet"] if any(s in k for s in LOWER_IS_BETTER)]
+    print(f"\n(lower is better for {', '.join(lower)}; higher for the rest; "
+          f"median of {args.rounds} rounds)")
+
+
+if __name__ == "__main__":
+    main()
