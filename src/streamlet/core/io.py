@@ -1,0 +1,178 @@
+"""Saving and loading arrays: `.npy`, `.npz` and `.safetensors`, as `mx.save`/`mx.load`.
+
+bfloat16 travels in `.npy`/`.npz` as NumPy writes ml_dtypes' bfloat16 (descr '<V2', which
+MLX reads back as bfloat16) and in safetensors as "BF16". Safetensors is written directly:
+an 8-byte little-endian header length, a JSON header, then the raw little-endian data.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import struct
+import zipfile
+
+import numpy as np
+
+from . import dtypes as dt
+from .array import array
+
+_ST_CODES = {"bool": "BOOL", "uint8": "U8", "uint16": "U16", "uint32": "U32", "uint64": "U64",
+             "int8": "I8", "int16": "I16", "int32": "I32", "int64": "I64", "float16": "F16",
+             "bfloat16": "BF16", "float32": "F32", "float64": "F64", "complex64": "C64"}
+_ST_DTYPES = {code: dt.from_name(name) for name, code in _ST_CODES.items()}
+_FORMATS = ("npy", "npz", "safetensors", "gguf")
+
+
+def _path(file, suffix):
+    """A str/Path gets `suffix` appended when it lacks it; a file object stays as it is."""
+    if isinstance(file, (str, os.PathLike)):
+        file = os.fspath(file)
+        return file if file.endswith(suffix) else file + suffix
+    return file
+
+
+def _host(arr, op) -> np.ndarray:
+    if not isinstance(arr, array):
+        raise TypeError(f"[{op}] Expected an mlx array, got {type(arr).__name__}.")
+    return np.asarray(arr)
+
+
+def save(file, arr):
+    """Save one array in `.npy` format (the suffix is added to a path that lacks it)."""
+    np.save(_path(file, ".npy"), _host(arr, "save"), allow_pickle=False)
+
+
+def _named(args, kwargs, op):
+    named = {}
+    for i, a in enumerate(args):
+        key = f"arr_{i}"
+        if key in kwargs:
+            raise ValueError(f"[{op}] Cannot use un-named variables and keyword {key}")
+        named[key] = a
+    named.update(kwargs)
+    return {k: _host(v, op) for k, v in named.items()}
+
+
+def savez(file, *args, **kwargs):
+    """Save arrays in an uncompressed `.npz`; positional ones are named arr_0, arr_1, ..."""
+    np.savez(_path(file, ".npz"), **_named(args, kwargs, "savez"))
+
+
+def savez_compressed(file, *args, **kwargs):
+    """Save arrays in a compressed `.npz`."""
+    np.savez_compressed(_path(file, ".npz"), **_named(args, kwargs, "savez_compressed"))
+
+
+def save_safetensors(file, arrays, metadata=None):
+    """Save a dict of named arrays (and optional str -> str metadata) as `.safetensors`."""
+    op = "save_safetensors"
+    if metadata is not None and not (isinstance(metadata, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
+        raise ValueError(f"[{op}] Metadata must be a dictionary with string keys and values")
+    header, blobs, offset = {"__metadata__": metadata}, [], 0
+    for name in sorted(arrays):
+        a = arrays[name]
+        if not isinstance(a, array):
+            raise TypeError(f"[{op}] Expected mlx arrays, got {type(a).__name__} for {name!r}.")
+        data = np.ascontiguousarray(np.asarray(a))
+        raw = data.astype(data.dtype.newbyteorder("<"), copy=False).tobytes()
+        header[name] = {"dtype": _ST_CODES[a.dtype.name], "shape": list(a.shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with _open(_path(file, ".safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for raw in blobs:
+            f.write(raw)
+
+
+def save_gguf(file, arrays, metadata=None):
+    """GGUF is not supported by streamlet."""
+    raise ValueError("[save_gguf] The GGUF format is not supported by streamlet.")
+
+
+class _open:
+    """`open(path)` for a path, the object itself (left open) for a file object."""
+
+    def __init__(self, file, mode):
+        self.file, self.mode, self.owned = file, mode, None
+
+    def __enter__(self):
+        if isinstance(self.file, (str, os.PathLike)):
+            try:
+                self.owned = open(self.file, self.mode)
+            except OSError:
+                raise RuntimeError(f"[load] Failed to open file {os.fspath(self.file)}") \
+                    from None
+            return self.owned
+        return self.file
+
+    def __exit__(self, *exc):
+        if self.owned is not None:
+            self.owned.close()
+
+
+def _from_numpy(data: np.ndarray) -> array:
+    if data.dtype.kind == "V" and data.dtype.itemsize == 2:
+        data = data.view(dt.bfloat16.np)
+    if data.dtype == np.complex128:
+        raise ValueError("[load] complex128 arrays are not supported; save complex64.")
+    return array(data, dt.from_numpy(data.dtype))
+
+
+def _load_safetensors(f):
+    (size,) = struct.unpack("<Q", f.read(8))
+    header = json.loads(f.read(size))
+    body = f.read()
+    metadata = header.pop("__metadata__", None) or {}
+    out = {}
+    for name, info in header.items():
+        d = _ST_DTYPES.get(info["dtype"])
+        if d is None:
+            raise ValueError(f"[load_safetensors] Unsupported dtype {info['dtype']}.")
+        start, stop = info["data_offsets"]
+        data = np.frombuffer(body[start:stop], dtype=d.np.newbyteorder("<"))
+        out[name] = array(data.astype(d.np, copy=False).reshape(info["shape"]), d)
+    return out, metadata
+
+
+def _format(file, format):
+    if format is not None:
+        return format
+    name = file if isinstance(file, (str, os.PathLike)) else getattr(file, "name", None)
+    if name is None:
+        raise ValueError("[load] The format must be given for a file object without a name.")
+    suffix = pathlib.Path(os.fspath(name)).suffix
+    return suffix[1:] if suffix else ""
+
+
+def load(file, /, format=None, return_metadata=False, *, stream=None):
+    """Load an array (`.npy`) or a dict of arrays (`.npz`, `.safetensors`).
+
+    With `return_metadata=True` (safetensors only) the result is `(arrays, metadata)`.
+    """
+    fmt = _format(file, format)
+    if fmt not in _FORMATS:
+        raise ValueError(f"[load] Unknown file format {fmt}")
+    if fmt == "gguf":
+        raise ValueError("[load] The GGUF format is not supported by streamlet.")
+    if return_metadata and fmt != "safetensors":
+        raise ValueError(f"[load] metadata not supported for format {fmt}")
+    with _open(file, "rb") as f:
+        if fmt == "safetensors":
+            arrays, metadata = _load_safetensors(f)
+            return (arrays, metadata) if return_metadata else arrays
+        if fmt == "npy":
+            return _from_numpy(np.load(f, allow_pickle=False))
+        try:
+            with np.load(f, allow_pickle=False) as z:
+                return {k: _from_numpy(z[k]) for k in z.files}
+        except zipfile.BadZipFile as exc:
+            raise ValueError(f"[load] Not a valid .npz file: {exc}") from None
+
+
+__all__ = ["load", "save", "save_gguf", "save_safetensors", "savez", "savez_compressed"]
