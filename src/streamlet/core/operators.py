@@ -59,6 +59,7 @@ def install():
                  "log1p", "log2", "log10", "sin", "cos", "round", "split", "expand_dims"):
         setattr(array, name, _method(getattr(ops, name)))
     array.T = property(lambda self: ops.transpose(self))
+    _install_breadth()
 
 
 def _method(fn):
@@ -67,3 +68,31 @@ def _method(fn):
     method.__name__ = fn.__name__
     method.__doc__ = fn.__doc__
     return method
+
+
+def _shape_args(fn):
+    """`a.reshape(2, 3)` as well as `a.reshape((2, 3))` (and likewise transpose)."""
+    def method(self, *shape, stream=None):
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = shape[0]
+        return fn(self, shape if shape != () or fn is not ops.transpose else None,
+                  stream=stream)
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _install_breadth():
+    from .ops.updates import ArrayAt, assign
+    for name in ("conj", "cummax", "cummin", "cumprod", "cumsum", "logcumsumexp", "diag",
+                 "diagonal", "moveaxis", "reciprocal", "view"):
+        setattr(array, name, _method(getattr(ops, name)))
+    array.reshape = _shape_args(ops.reshape)
+    array.transpose = _shape_args(ops.transpose)
+    array.mT = property(lambda self: ops.matrix_transpose(self))
+    array.real = property(lambda self: ops.real(self))
+    array.imag = property(lambda self: ops.imag(self))
+    array.at = property(ArrayAt)
+    array.__setitem__ = assign
+    array.__div__ = array.__truediv__
+    array.__rdiv__ = array.__rtruediv__

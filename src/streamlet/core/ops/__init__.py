@@ -17,3 +17,23 @@ _elementwise = __import__(__name__ + ".elementwise", fromlist=["x"])
 _reduction = __import__(__name__ + ".reduction", fromlist=["x"])
 globals().update({name: getattr(_elementwise, name) for name in (*UNARY, *BINARY)})
 globals().update({name: getattr(_reduction, name) for name in REDUCTIONS})
+from .arrange import as_strided, contiguous, diag, diagonal, flip, pad, repeat, roll, tile, \
+    tri, tril, triu, view  # noqa: F401
+from .creation import asarray, bartlett, blackman, can_cast, empty, empty_like, hamming, \
+    hanning, meshgrid, result_type  # noqa: F401
+from .elementwise import ALIASES, divmod, nan_to_num  # noqa: F401
+from .indexing import slice, take, take_along_axis  # noqa: F401
+from .products import addmm, block_masked_mm, convolve, einsum, einsum_path, gather_mm, \
+    hadamard_transform, inner, kron, matrix_norm, outer, segmented_mm, tensordot, trace, \
+    vecdot  # noqa: F401
+from .reduction import count_nonzero, minmax, softmax  # noqa: F401
+from .scan import SCANS, cumulative_prod, cumulative_sum, diff  # noqa: F401
+from .shape import atleast_1d, atleast_2d, atleast_3d, concat, matrix_transpose, moveaxis, \
+    newaxis, permute_dims, unflatten, unstack  # noqa: F401
+from .sorting import argpartition, argsort, median, partition, searchsorted, sort, topk, \
+    unique  # noqa: F401
+from .updates import depends, put_along_axis, slice_update  # noqa: F401
+
+_scan = __import__(__name__ + ".scan", fromlist=["x"])
+globals().update({name: getattr(_elementwise, name) for name in ALIASES})
+globals().update({name: getattr(_scan, name) for name in SCANS})

@@ -118,3 +118,81 @@ def astype(a, /, dtype, *, stream=None):
     if d is a._dtype:
         return a
     return b.node(_ASTYPE, (a,), a._shape, d, {"dtype": d.np}, b.resolve(stream))
+
+
+def asarray(a, dtype=None, *, copy=None):
+    """`a` as an array: an array of the right dtype is returned as is unless `copy` is True."""
+    if isinstance(a, b.array):
+        if dtype is not None:
+            a = astype(a, dtype)
+        return b.array(a) if copy else a
+    return b.array(a, dtype)
+
+
+empty, empty_like = zeros, zeros_like
+
+
+def meshgrid(*arrays, sparse=False, indexing="xy", stream=None):
+    """Coordinate arrays from 1-D arrays, with 'xy' (Cartesian) or 'ij' (matrix) indexing."""
+    from .shape import broadcast_to, reshape
+    if indexing not in ("xy", "ij"):
+        raise ValueError("[meshgrid] Invalid indexing value. Valid values are 'xy' and 'ij'.")
+    arrays = [b.as_array(x, "meshgrid") for x in arrays]
+    if any(x.ndim != 1 for x in arrays):
+        arrays = [reshape(x, (-1,), stream=stream) for x in arrays]
+    n = len(arrays)
+    sizes = [x._shape[0] for x in arrays]
+    if indexing == "xy" and n > 1:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for i, x in enumerate(arrays):
+        pos = {0: 1, 1: 0}.get(i, i) if indexing == "xy" and n > 1 else i
+        shape = tuple(x._shape[0] if j == pos else 1 for j in range(n))
+        x = reshape(x, shape, stream=stream)
+        out.append(x if sparse else broadcast_to(x, tuple(sizes), stream=stream))
+    return out
+
+
+def _window(xp, m, kind):
+    return getattr(xp, kind)(m).astype("float32")
+
+
+_WINDOW = b.make("window", _window)
+
+
+def _make_window(kind):
+    def op(M, *, stream=None):
+        if not isinstance(M, int) or M < 0:
+            raise ValueError(f"[{kind}] M must be a non-negative integer, got {M!r}.")
+        return b.node(_WINDOW, (), (M,), dt.float32, {"m": M, "kind": kind}, b.resolve(stream))
+    op.__name__ = op.__qualname__ = kind
+    op.__doc__ = f"The {kind.capitalize()} window of `M` points, float32: `mx.{kind}(5)`."
+    return op
+
+
+bartlett, blackman = _make_window("bartlett"), _make_window("blackman")
+hamming, hanning = _make_window("hamming"), _make_window("hanning")
+
+
+def result_type(*arrays_and_dtypes):
+    """The dtype MLX's promotion gives these arrays and dtypes together."""
+    types = []
+    for x in arrays_and_dtypes:
+        if isinstance(x, dt.Dtype):
+            types.append(x)
+        elif isinstance(x, b.array):
+            types.append(x._dtype)
+        else:
+            raise ValueError("[result_type] Inputs must be arrays or dtypes.")
+    if not types:
+        raise ValueError("[result_type] At least one array or dtype is required.")
+    out = types[0]
+    for d in types[1:]:
+        out = dt.promote_types(out, d)
+    return out
+
+
+def can_cast(from_, to):
+    """True when promoting `from_` with `to` gives `to` (a safe cast)."""
+    src = from_._dtype if isinstance(from_, b.array) else dt.as_dtype(from_)
+    return dt.promote_types(src, dt.as_dtype(to)) is dt.as_dtype(to)

@@ -1,6 +1,8 @@
 """`a[index]`: ints, slices, None, Ellipsis and integer arrays."""
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from . import build as b
@@ -22,6 +24,7 @@ def _gather(xp, a, *arrays, index):
     return a[tuple(arrays[s.i] if type(s) is _Slot else s for s in index)]
 
 
+_pyslice = builtins.slice  # `slice` below is the op
 _GETITEM = b.make("getitem", _gather)
 
 
@@ -30,31 +33,142 @@ def _dummy(shape):
                                            strides=(0,) * len(shape))
 
 
-def getitem(a, index, *, stream=None):
-    """`a[index]` as an op on a stream."""
+def parse_index(a, index, op):
+    """An index as (template with input slots, index arrays, shape `a[index]` has)."""
     if not isinstance(index, tuple):
         index = (index,)
     template, probe, arrays = [], [], []
     for x in index:
         if isinstance(x, (list, np.ndarray)) or isinstance(x, b.array):
-            x = b.as_array(x, "getitem") if not isinstance(x, b.array) else x
+            x = b.as_array(x, op) if not isinstance(x, b.array) else x
             if x._dtype.kind not in "iu":
-                raise ValueError(f"[getitem] Array indices must be integers, got {x._dtype.name} "
+                raise ValueError(f"[{op}] Array indices must be integers, got {x._dtype.name} "
                                  "(boolean masks have a data-dependent shape).")
             template.append(_Slot(len(arrays)))
             probe.append(np.zeros(x._shape, np.intp))
             arrays.append(x)
-        elif x is None or x is Ellipsis or isinstance(x, slice):
+        elif x is None or x is Ellipsis or isinstance(x, _pyslice):
             template.append(x)
             probe.append(x)
         elif isinstance(x, (int, np.integer)) and not isinstance(x, bool):
             template.append(int(x))
             probe.append(int(x))
         else:
-            raise TypeError(f"[getitem] Cannot index an array with {type(x).__name__}.")
+            raise TypeError(f"[{op}] Cannot index an array with {type(x).__name__}.")
     try:
         shape = _dummy(a._shape)[tuple(probe)].shape
     except IndexError as exc:
-        raise IndexError(f"[getitem] {exc} (array shape {a._shape}).") from None
-    return b.node(_GETITEM, (a, *arrays), shape, a._dtype, {"index": tuple(template)},
+        raise IndexError(f"[{op}] {exc} (array shape {a._shape}).") from None
+    return tuple(template), arrays, shape
+
+
+def fill_index(index, arrays):
+    """The index with its input slots replaced by the arrays the kernel received."""
+    return tuple(arrays[s.i] if type(s) is _Slot else s for s in index)
+
+
+def getitem(a, index, *, stream=None):
+    """`a[index]` as an op on a stream."""
+    template, arrays, shape = parse_index(a, index, "getitem")
+    return b.node(_GETITEM, (a, *arrays), shape, a._dtype, {"index": template},
+                  b.resolve(stream))
+
+
+def _take(xp, a, indices, axis):
+    return xp.asarray(xp.take(a, indices, axis))  # NumPy gives a scalar for a 0-d result
+
+
+_TAKE = b.make("take", _take)
+
+
+def _int_indices(indices, op):
+    indices = b.as_array(indices, op)
+    if indices._dtype.kind not in "iu":
+        raise ValueError(f"[{op}] Got indices with invalid dtype. Indices must be integral.")
+    return indices
+
+
+def take(a, /, indices, axis=None, *, stream=None):
+    """Elements of `a` at `indices` along `axis` (of the flattened array if None); negative
+    indices count from the end, out-of-range ones fail when the op runs."""
+    from .shape import flatten
+    a = b.as_array(a, "take")
+    indices = _int_indices(indices, "take")
+    if axis is None:
+        a, axis = flatten(a, stream=stream), 0
+    ax = b.normalize_axis(axis, a.ndim, "take")
+    if a._shape[ax] == 0 and indices.size:
+        raise ValueError("[take] Cannot do a non-empty take from an array with zero elements.")
+    shape = a._shape[:ax] + indices._shape + a._shape[ax + 1:]
+    return b.node(_TAKE, (a, indices), shape, a._dtype, {"axis": ax}, b.resolve(stream))
+
+
+def along_axis_shape(a, indices, axis, op):
+    """The shape indices broadcast to against `a` outside `axis` (numpy's *_along_axis)."""
+    if indices.ndim != a.ndim:
+        raise ValueError(f"[{op}] Indices of dimension {indices.ndim} does not match array of "
+                         f"dimension {a.ndim}.")
+    other = a._shape[:axis] + (indices._shape[axis],) + a._shape[axis + 1:]
+    return b.broadcast_shapes(other, indices._shape, op=op)
+
+
+def _take_along(xp, a, indices, axis, shape):
+    if indices.shape != shape:
+        indices = xp.broadcast_to(indices, shape)
+    if a.shape[:axis] + a.shape[axis + 1:] != shape[:axis] + shape[axis + 1:]:
+        a = xp.broadcast_to(a, shape[:axis] + (a.shape[axis],) + shape[axis + 1:])
+    return xp.take_along_axis(a, indices, axis)
+
+
+_TAKE_ALONG = b.make("take_along_axis", _take_along)
+
+
+def take_along_axis(a, /, indices, axis=-1, *, stream=None):
+    """Pick one element of `a` along `axis` per index (the flattened array if axis is None)."""
+    from .shape import flatten
+    a = b.as_array(a, "take_along_axis")
+    indices = _int_indices(indices, "take_along_axis")
+    if axis is None:
+        a, indices, axis = flatten(a, stream=stream), flatten(indices, stream=stream), 0
+    ax = b.normalize_axis(axis, a.ndim, "take_along_axis")
+    shape = along_axis_shape(a, indices, ax, "take_along_axis")
+    return b.node(_TAKE_ALONG, (a, indices), shape, a._dtype, {"axis": ax, "shape": shape},
+                  b.resolve(stream))
+
+
+def _dynamic_slice(xp, a, starts, axes, sizes):
+    index = [_pyslice(None)] * a.ndim
+    for ax, start, n in zip(axes, starts.tolist(), sizes):
+        start = min(max(int(start), 0), a.shape[ax] - n)
+        index[ax] = _pyslice(start, start + n)
+    return a[tuple(index)]
+
+
+_SLICE = b.make("slice", _dynamic_slice)
+
+
+def _slice_args(a, start_indices, axes, op):
+    starts = _int_indices(start_indices, op)
+    axes = tuple(b.normalize_axis(x, a.ndim, op) for x in axes)
+    if starts._shape != (len(axes),):
+        raise ValueError(f"[{op}] Expected {len(axes)} start indices, got shape "
+                         f"{starts._shape}.")
+    return starts, axes
+
+
+def slice(a, start_indices, axes, slice_size, *, stream=None):
+    """The block of `a` of size `slice_size` on `axes`, starting at `start_indices` (an
+    array, read when the op runs; starts are clamped so the block fits)."""
+    a = b.as_array(a, "slice")
+    starts, axes = _slice_args(a, start_indices, axes, "slice")
+    sizes = tuple(int(n) for n in slice_size)
+    if len(sizes) != len(axes):
+        raise ValueError("[slice] Expected one slice size per axis.")
+    shape = list(a._shape)
+    for ax, n in zip(axes, sizes):
+        if not 0 <= n <= a._shape[ax]:
+            raise ValueError(f"[slice] Invalid slice size {n} for axis {ax} of size "
+                             f"{a._shape[ax]}.")
+        shape[ax] = n
+    return b.node(_SLICE, (a, starts), tuple(shape), a._dtype, {"axes": axes, "sizes": sizes},
                   b.resolve(stream))

@@ -65,7 +65,7 @@ def _out_shape(shape, axes, keepdims):
 
 def _kernel(fn):
     def kernel(xp, a, axis, keepdims, dtype):
-        res = fn(xp, a, axis, keepdims, dtype)
+        res = xp.asarray(fn(xp, a, axis, keepdims, dtype))  # NumPy gives scalars for 0-d
         return res if res.dtype == dtype else res.astype(dtype)
     return kernel
 
@@ -128,7 +128,7 @@ def _arg(fn):
         if axis is None:
             out = fn(a.reshape(-1), 0)
             return out.astype("uint32").reshape((1,) * a.ndim if keepdims else ())
-        return fn(a, axis, keepdims=keepdims).astype("uint32")
+        return xp.asarray(fn(a, axis, keepdims=keepdims)).astype("uint32")
     return kernel
 
 
@@ -157,3 +157,35 @@ def _make_arg(name, kernel):
 argmax = _make_arg("argmax", _arg(lambda a, axis, **kw: a.argmax(axis, **kw)))
 argmin = _make_arg("argmin", _arg(lambda a, axis, **kw: a.argmin(axis, **kw)))
 
+
+
+def _softmax(xp, a, axis, dtype, precise):
+    x = a.astype("float32") if precise and a.dtype.itemsize < 4 else a.astype(dtype, copy=False)
+    m = xp.max(x, axis=axis, keepdims=True)
+    e = xp.exp(x - m)
+    return (e / xp.sum(e, axis=axis, keepdims=True)).astype(dtype, copy=False)
+
+
+_SOFTMAX = b.make("softmax", _softmax)
+
+
+def softmax(a, /, axis=None, *, precise=False, stream=None):
+    """exp(a) / sum(exp(a)) over `axis` (all axes if None); `precise` computes half
+    precision inputs in float32."""
+    a = b.as_array(a, "softmax")
+    axes = b.normalize_axes(axis, a.ndim, "softmax")
+    d = dt.to_inexact(a._dtype)
+    return b.node(_SOFTMAX, (a,), a._shape, d, {"axis": axes, "dtype": d.np,
+                                               "precise": bool(precise)}, b.resolve(stream))
+
+
+def count_nonzero(a, /, *, axis=None, keepdims=False, stream=None):
+    """The number of non-zero elements over `axis` (all axes if None), as int32."""
+    from .elementwise import not_equal
+    return sum(not_equal(a, 0, stream=stream), axis, keepdims, stream=stream)  # noqa: F821
+
+
+def minmax(a, /, axis=None, keepdims=False, *, stream=None):
+    """`(min(a, axis), max(a, axis))`."""
+    return (min(a, axis, keepdims, stream=stream),  # noqa: F821 (made from the table)
+            max(a, axis, keepdims, stream=stream))  # noqa: F821

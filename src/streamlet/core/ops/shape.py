@@ -178,3 +178,88 @@ def broadcast_arrays(*arrays, stream=None):
     arrays = [b.as_array(x, "broadcast_arrays") for x in arrays]
     shape = b.broadcast_shapes(*[x._shape for x in arrays], op="broadcast_arrays")
     return [broadcast_to(x, shape, stream=stream) for x in arrays]
+
+
+newaxis = None
+
+
+def concat(arrays, /, axis=0, *, stream=None):
+    """Same as `concatenate`."""
+    return concatenate(arrays, axis, stream=stream)
+
+
+def permute_dims(a, /, axes=None, *, stream=None):
+    """Same as `transpose`."""
+    return transpose(a, axes, stream=stream)
+
+
+def moveaxis(a, /, source, destination, *, stream=None):
+    """Move axis `source` to position `destination`, keeping the order of the others."""
+    a = b.as_array(a, "moveaxis")
+    s = b.normalize_axis(source, a.ndim, "moveaxis")
+    d = b.normalize_axis(destination, a.ndim, "moveaxis")
+    axes = [i for i in range(a.ndim) if i != s]
+    axes.insert(d, s)
+    return transpose(a, axes, stream=stream)
+
+
+def matrix_transpose(a, /, *, stream=None):
+    """Swap the last two axes."""
+    a = b.as_array(a, "matrix_transpose")
+    if a.ndim < 2:
+        raise ValueError("[matrix_transpose] Input array must have at least 2 dimensions.")
+    return swapaxes(a, -1, -2, stream=stream)
+
+
+def unflatten(a, /, axis, shape, *, stream=None):
+    """Split axis `axis` into `shape` (one entry may be -1)."""
+    a = b.as_array(a, "unflatten")
+    ax = b.normalize_axis(axis, a.ndim, "unflatten")
+    shape = tuple(operator.index(n) for n in shape)
+    if not shape:
+        raise ValueError("[unflatten] Shape to unflatten to cannot be empty.")
+    if shape.count(-1) > 1:
+        raise ValueError("[unflatten] Can only infer one dimension.")
+    n = a._shape[ax]
+    known = math.prod(s for s in shape if s != -1)
+    if -1 in shape:
+        if known == 0 or n % known:
+            raise ValueError(f"[unflatten] Cannot unflatten axis {axis} with size {n} into "
+                             f"shape {shape}.")
+        shape = tuple(n // known if s == -1 else s for s in shape)
+    elif known != n:
+        raise ValueError(f"[unflatten] Cannot unflatten axis {axis} with size {n} into shape "
+                         f"{shape}.")
+    return reshape(a, a._shape[:ax] + shape + a._shape[ax + 1:], stream=stream)
+
+
+def unstack(x, /, *, axis=0, stream=None):
+    """The slices of `x` along `axis`, as a tuple of arrays."""
+    x = b.as_array(x, "unstack")
+    if x.ndim == 0:
+        raise ValueError("[unstack] Cannot unstack a scalar.")
+    ax = b.normalize_axis(axis, x.ndim, "unstack")
+    if x._shape[ax] == 0:
+        return ()
+    parts = split(x, x._shape[ax], ax, stream=stream)
+    return tuple(squeeze(p, ax, stream=stream) for p in parts)
+
+
+def _atleast(ndim):
+    where = {1: lambda s: (1,) * (1 - len(s)) + s,
+             2: lambda s: (1,) * (2 - len(s)) + s,
+             3: lambda s: {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}.get(len(s), s)}[ndim]
+
+    def op(*arys, stream=None):
+        out = []
+        for x in arys:
+            x = b.as_array(x, f"atleast_{ndim}d")
+            out.append(reshape(x, where(x._shape), stream=stream))
+        return out[0] if len(out) == 1 else out
+    op.__name__ = op.__qualname__ = f"atleast_{ndim}d"
+    op.__doc__ = (f"Each input with at least {ndim} dimensions (a list if several): "
+                  f"`mx.atleast_{ndim}d(x)`.")
+    return op
+
+
+atleast_1d, atleast_2d, atleast_3d = _atleast(1), _atleast(2), _atleast(3)

@@ -1,0 +1,274 @@
+"""Ops that rearrange elements: tile, repeat, pad, roll, flip, diagonals, strides, views."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import build as b
+from .build import dt
+
+
+def _ints(value, op, what):
+    values = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+        raise TypeError(f"[{op}] {what} must be integers, got {value!r}.")
+    return tuple(int(v) for v in values)
+
+
+_TILE = b.make("tile", lambda xp, a, reps: xp.tile(a, reps))
+
+
+def tile(a, reps, /, *, stream=None):
+    """`a` repeated `reps` times along each axis: `mx.tile(mx.array([1, 2]), 2)` is [1, 2, 1, 2]."""
+    a = b.as_array(a, "tile")
+    reps = _ints(reps, "tile", "reps")
+    if any(r < 0 for r in reps):
+        raise ValueError("[tile] Negative dimensions not allowed.")
+    n = max(a.ndim, len(reps))
+    full_reps = (1,) * (n - len(reps)) + reps
+    shape = (1,) * (n - a.ndim) + a._shape
+    out = tuple(s * r for s, r in zip(shape, full_reps))
+    return b.node(_TILE, (a,), out, a._dtype, {"reps": full_reps}, b.resolve(stream))
+
+
+_REPEAT = b.make("repeat", lambda xp, a, repeats, axis: xp.repeat(a, repeats, axis))
+
+
+def repeat(array, repeats, axis=None, *, stream=None):
+    """Each element repeated `repeats` times along `axis` (of the flattened array if None)."""
+    from .shape import flatten
+    a = b.as_array(array, "repeat")
+    repeats = _ints(repeats, "repeat", "repeats")[0]
+    if repeats < 0:
+        raise ValueError("[repeat] Number of repeats cannot be negative")
+    if axis is None:
+        a, axis = flatten(a, stream=stream), 0
+    ax = b.normalize_axis(axis, a.ndim, "repeat")
+    shape = a._shape[:ax] + (a._shape[ax] * repeats,) + a._shape[ax + 1:]
+    return b.node(_REPEAT, (a,), shape, a._dtype, {"repeats": repeats, "axis": ax},
+                  b.resolve(stream))
+
+
+def _pad(xp, a, value, widths, mode):
+    if mode == "constant":
+        return xp.pad(a, widths, mode="constant", constant_values=value.astype(a.dtype))
+    return xp.pad(a, widths, mode=mode)
+
+
+_PAD = b.make("pad", _pad)
+_PAD_MODES = ("constant", "edge", "reflect", "symmetric")
+
+
+def _pad_widths(pad_width, ndim):
+    if isinstance(pad_width, (int, np.integer)):
+        pairs = [(int(pad_width),) * 2] * ndim
+    else:
+        seq = list(pad_width)
+        if seq and all(isinstance(v, (int, np.integer)) for v in seq):
+            seq = [tuple(seq)]
+        pairs = [(p[0], p[0]) if len(p) == 1 else tuple(p) for p in seq]
+        if len(pairs) == 1:
+            pairs = pairs * ndim
+    if len(pairs) != ndim or any(len(p) != 2 for p in pairs):
+        raise ValueError(f"Invalid number of padding sizes passed to pad with axes of size {ndim}")
+    for ax, (lo, hi) in enumerate(pairs):
+        for side, n in (("low", lo), ("high", hi)):
+            if n < 0:
+                raise ValueError(f"Invalid {side} padding size ({n}) passed to pad for axis "
+                                 f"{ax}. Padding sizes must be non-negative")
+    return tuple((int(lo), int(hi)) for lo, hi in pairs)
+
+
+def pad(a, pad_width, mode="constant", constant_values=0, *, stream=None):
+    """Pad with a constant, the edge values, or a reflection (no repeat of the edge
+    for 'reflect', with it for 'symmetric'), as NumPy's `pad`."""
+    a = b.as_array(a, "pad")
+    if mode not in _PAD_MODES:
+        raise ValueError(f"Invalid padding mode ({mode}) passed to pad")
+    widths = _pad_widths(pad_width, a.ndim)
+    value = b.as_array(constant_values, "pad")
+    if value.ndim != 0:
+        raise ValueError("[pad] The padding value must be a scalar.")
+    if mode in ("reflect", "symmetric"):
+        for n, (lo, hi) in zip(a._shape, widths):
+            if n == 0 and lo + hi:
+                raise ValueError(f"[pad] Cannot {mode}-pad an empty axis.")
+    shape = tuple(n + lo + hi for n, (lo, hi) in zip(a._shape, widths))
+    return b.node(_PAD, (a, value), shape, a._dtype, {"widths": widths, "mode": mode},
+                  b.resolve(stream))
+
+
+_ROLL = b.make("roll", lambda xp, a, shift, axis: xp.roll(a, shift, axis))
+
+
+def roll(a, shift, axis=None, *, stream=None):
+    """Shift elements along `axis` (of the flattened array if None), wrapping around."""
+    a = b.as_array(a, "roll")
+    shifts = _ints(shift, "roll", "shift")
+    if axis is None:
+        if len(shifts) != 1:
+            shifts = (sum(shifts),)
+        return b.node(_ROLL, (a,), a._shape, a._dtype, {"shift": shifts[0], "axis": None},
+                      b.resolve(stream))
+    axes = _ints(axis, "roll", "axis")
+    axes = tuple(b.normalize_axis(x, a.ndim, "roll") for x in axes)
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    if len(axes) == 1 and len(shifts) > 1:
+        axes = axes * len(shifts)
+    if len(shifts) != len(axes):
+        raise ValueError(f"[roll] Got {len(shifts)} shifts and {len(axes)} axes.")
+    return b.node(_ROLL, (a,), a._shape, a._dtype, {"shift": shifts, "axis": axes},
+                  b.resolve(stream))
+
+
+_FLIP = b.make("flip", lambda xp, a, axis: xp.flip(a, axis))
+
+
+def flip(a, /, axis=None, *, stream=None):
+    """Reverse the order of elements along `axis` (all axes if None); a view."""
+    a = b.as_array(a, "flip")
+    axes = b.normalize_axes(axis, a.ndim, "flip")
+    return b.node(_FLIP, (a,), a._shape, a._dtype, {"axis": axes}, b.resolve(stream))
+
+
+def _diag_len(n, m, k):
+    return max(0, min(n + min(k, 0), m - max(k, 0)))
+
+
+_DIAGONAL = b.make("diagonal", lambda xp, a, offset, axis1, axis2:
+                   xp.diagonal(a, offset, axis1, axis2))
+_DIAG = b.make("diag", lambda xp, a, k: xp.diag(a, k))
+
+
+def diagonal(a, offset=0, axis1=0, axis2=1, stream=None):
+    """The diagonal `offset` of the planes spanned by axis1 and axis2, appended as the last axis."""
+    a = b.as_array(a, "diagonal")
+    if a.ndim < 2:
+        raise ValueError(f"[diagonal] Array must have at least two dimensions, but got "
+                         f"{a.ndim} dimensions.")
+    i = b.normalize_axis(axis1, a.ndim, "diagonal")
+    j = b.normalize_axis(axis2, a.ndim, "diagonal")
+    if i == j:
+        raise ValueError("[diagonal] axis1 and axis2 cannot be the same axis")
+    rest = tuple(n for ax, n in enumerate(a._shape) if ax not in (i, j))
+    shape = rest + (_diag_len(a._shape[i], a._shape[j], int(offset)),)
+    return b.node(_DIAGONAL, (a,), shape, a._dtype,
+                  {"offset": int(offset), "axis1": i, "axis2": j}, b.resolve(stream))
+
+
+def diag(a, /, k=0, *, stream=None):
+    """A 2-D array with `a` on diagonal `k` (1-D input), or diagonal `k` of a matrix (2-D)."""
+    a = b.as_array(a, "diag")
+    if a.ndim == 1:
+        n = a._shape[0] + abs(int(k))
+        return b.node(_DIAG, (a,), (n, n), a._dtype, {"k": int(k)}, b.resolve(stream))
+    if a.ndim == 2:
+        return diagonal(a, k, 0, 1, stream=stream)
+    raise ValueError(f"[diag] array must be 1-D or 2-D, got array with {a.ndim} dimensions.")
+
+
+_TRI = b.make("tri", lambda xp, n, m, k, dtype: xp.tri(n, m, k, dtype=dtype))
+
+
+def tri(n, m=None, k=0, dtype=None, *, stream=None):
+    """An n x m array with ones at and below diagonal `k`: `mx.tri(3)`."""
+    m = n if m is None else m
+    d = dt.float32 if dtype is None else dt.as_dtype(dtype)
+    shape = b.check_shape((n, m), "tri")
+    return b.node(_TRI, (), shape, d, {"n": shape[0], "m": shape[1], "k": int(k), "dtype": d.np},
+                  b.resolve(stream))
+
+
+def _triangle(name, fn):
+    prim = b.make(name, lambda xp, x, k: fn(xp)(x, k))
+
+    def op(x, k=0, *, stream=None):
+        x = b.as_array(x, name)
+        if x.ndim < 2:
+            raise ValueError(f"[{name}] array must be at least 2-D")
+        return b.node(prim, (x,), x._shape, x._dtype, {"k": int(k)}, b.resolve(stream))
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = (f"`x` with the elements {'above' if name == 'tril' else 'below'} diagonal "
+                  f"`k` zeroed (over the last two axes): `mx.{name}(x, k=0)`.")
+    return op
+
+
+tril = _triangle("tril", lambda xp: xp.tril)
+triu = _triangle("triu", lambda xp: xp.triu)
+
+
+def _as_strided(xp, a, shape, strides, offset):
+    flat = xp.ascontiguousarray(a).reshape(-1)
+    size = flat.itemsize
+    return xp.lib.stride_tricks.as_strided(flat[offset:], shape,
+                                           tuple(s * size for s in strides))
+
+
+_AS_STRIDED = b.make("as_strided", _as_strided)
+
+
+def as_strided(a, /, shape=None, strides=None, offset=0, *, stream=None):
+    """A view of the row-major elements of `a` with the given shape, strides (in elements)
+    and offset; like MLX, out-of-range strides are the caller's responsibility."""
+    a = b.as_array(a, "as_strided")
+    shape = a._shape if shape is None else b.check_shape(shape, "as_strided")
+    if strides is None:
+        strides = tuple(math.prod(shape[i + 1:]) for i in range(len(shape)))
+    strides = _ints(strides, "as_strided", "strides")
+    if len(strides) != len(shape):
+        raise ValueError("[as_strided] Shape and strides must have the same length.")
+    offset = int(offset)
+    if math.prod(shape):
+        reach = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+        low = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+        if low < 0 or reach >= a.size:
+            raise ValueError(f"[as_strided] Shape {shape}, strides {strides} and offset "
+                             f"{offset} reach outside an array of size {a.size}.")
+    return b.node(_AS_STRIDED, (a,), shape, a._dtype,
+                  {"shape": shape, "strides": strides, "offset": offset}, b.resolve(stream))
+
+
+def _contiguous(xp, a, allow_col_major):
+    if allow_col_major and a.flags.f_contiguous:
+        return a
+    return xp.ascontiguousarray(a)
+
+
+_CONTIGUOUS = b.make("contiguous", _contiguous)
+
+
+def contiguous(a, /, allow_col_major=False, *, stream=None):
+    """`a` with row-major (or, if allowed, column-major) contiguous memory."""
+    a = b.as_array(a, "contiguous")
+    return b.node(_CONTIGUOUS, (a,), a._shape, a._dtype,
+                  {"allow_col_major": bool(allow_col_major)}, b.resolve(stream))
+
+
+def _view(xp, a, dtype):
+    if a.ndim == 0:
+        return a.reshape(1).view(dtype).reshape(())
+    return xp.ascontiguousarray(a).view(dtype)
+
+
+_VIEW = b.make("view", _view)
+
+
+def view(a, dtype, stream=None):
+    """The bytes of `a` reinterpreted as `dtype`; the last axis scales with the size ratio."""
+    a = b.as_array(a, "view")
+    d = dt.as_dtype(dtype)
+    if d is a._dtype:
+        return a
+    shape = a._shape
+    if d.size != a._dtype.size:
+        if a.ndim == 0:
+            raise ValueError("[view] Changing the type of a scalar is only allowed for types "
+                             "with the same size.")
+        nbytes = shape[-1] * a._dtype.size
+        if nbytes % d.size:
+            raise ValueError("[view] When viewing as a larger dtype, the size in bytes of the "
+                             "last axis must be a multiple of the requested type size.")
+        shape = shape[:-1] + (nbytes // d.size,)
+    return b.node(_VIEW, (a,), shape, d, {"dtype": d.np}, b.resolve(stream))

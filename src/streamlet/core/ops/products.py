@@ -1,0 +1,351 @@
+"""Products: inner, outer, tensordot, einsum, kron, trace, vecdot, addmm, masked and
+gathered matmuls, convolve, and the Hadamard transform."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import build as b
+from .build import dt
+
+
+def _inexact(op, x, y):
+    d = dt.promote_types(x._dtype, y._dtype)
+    if d.kind not in "fc":
+        raise ValueError(f"[{op}] Only inexact types are supported but {x._dtype.name} and "
+                         f"{y._dtype.name} were provided which results in {d.name}, which is "
+                         "not a floating point type.")
+    return d
+
+
+def _pair(a, b_, op):
+    return b.as_array(a, op), b.as_array(b_, op)
+
+
+_INNER = b.make("inner", lambda xp, x, y, dtype: xp.inner(b.cast(x, dtype), b.cast(y, dtype)))
+
+
+def inner(a, b_, /, *, stream=None):
+    """Sum-product over the last axes: `mx.inner(x, y)[i, j] == sum(x[i] * y[j])`."""
+    from .elementwise import multiply
+    x, y = _pair(a, b_, "inner")
+    if x.ndim == 0 or y.ndim == 0:
+        return multiply(x, y, stream=stream)
+    d = _inexact("matmul", x, y)
+    if x._shape[-1] != y._shape[-1]:
+        raise ValueError(f"[inner] a and b must have the same last dimension, got {x._shape} "
+                         f"and {y._shape}.")
+    shape = x._shape[:-1] + y._shape[:-1]
+    return b.node(_INNER, (x, y), shape, d, {"dtype": d.np}, b.resolve(stream))
+
+
+def outer(a, b_, /, *, stream=None):
+    """`a.flatten()[:, None] * b.flatten()[None, :]`."""
+    from .elementwise import multiply
+    from .shape import reshape
+    x, y = _pair(a, b_, "outer")
+    return multiply(reshape(x, (-1, 1), stream=stream), reshape(y, (-1,), stream=stream),
+                    stream=stream)
+
+
+def _tensordot_axes(x, y, axes):
+    if isinstance(axes, (int, np.integer)):
+        if axes < 0:
+            raise ValueError("[tensordot] axes must be a non-negative integer.")
+        n = int(axes)
+        if n > x.ndim or n > y.ndim:
+            raise ValueError(f"[tensordot] Cannot contract {n} axes of arrays with {x.ndim} "
+                             f"and {y.ndim} dimensions.")
+        return tuple(range(x.ndim - n, x.ndim)), tuple(range(n))
+    ax, ay = axes
+    ax = (ax,) if isinstance(ax, (int, np.integer)) else tuple(ax)
+    ay = (ay,) if isinstance(ay, (int, np.integer)) else tuple(ay)
+    if len(ax) != len(ay):
+        raise ValueError("[tensordot] The two lists of axes must have the same length.")
+    return (tuple(b.normalize_axis(i, x.ndim, "tensordot") for i in ax),
+            tuple(b.normalize_axis(i, y.ndim, "tensordot") for i in ay))
+
+
+_TENSORDOT = b.make("tensordot", lambda xp, x, y, axes, dtype:
+                    xp.tensordot(b.cast(x, dtype), b.cast(y, dtype), axes))
+
+
+def tensordot(a, b_, /, axes=2, *, stream=None):
+    """Sum-product over the last `axes` axes of `a` and the first of `b`, or over the
+    given pair of axis lists."""
+    x, y = _pair(a, b_, "tensordot")
+    d = _inexact("matmul", x, y)
+    ax, ay = _tensordot_axes(x, y, axes)
+    for i, j in zip(ax, ay):
+        if x._shape[i] != y._shape[j]:
+            raise ValueError(f"[tensordot] Axis {i} of {x._shape} and axis {j} of {y._shape} "
+                             "differ in size.")
+    shape = tuple(n for i, n in enumerate(x._shape) if i not in ax) + \
+        tuple(n for j, n in enumerate(y._shape) if j not in ay)
+    return b.node(_TENSORDOT, (x, y), shape, d, {"axes": (ax, ay), "dtype": d.np},
+                  b.resolve(stream))
+
+
+def _einsum_shape(subscripts, shapes):
+    """The output shape of an einsum, with MLX's errors for bad subscripts."""
+    spec = subscripts.replace(" ", "")
+    ins, arrow, out = spec.partition("->")
+    terms = ins.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(f"[einsum] Expected {len(terms)} operands for '{subscripts}', got "
+                         f"{len(shapes)}.")
+    sizes, ell = {}, ()
+    for term, shape in zip(terms, shapes):
+        letters = term.replace("...", "")
+        n_ell = len(shape) - len(letters)
+        if ("..." in term and n_ell < 0) or ("..." not in term and n_ell != 0):
+            raise ValueError(f"[einsum] Term '{term}' does not match shape {shape}.")
+        head = term.split("...")[0] if "..." in term else term
+        dims = dict(zip(head, shape[:len(head)]))
+        if "..." in term:
+            tail = term.split("...")[1]
+            dims.update(zip(tail, shape[len(shape) - len(tail):]))
+            ell = b.broadcast_shapes(ell, shape[len(head):len(head) + n_ell], op="einsum")
+        for c, n in dims.items():
+            if not c.isalpha():
+                raise ValueError(f"[einsum] Invalid character '{c}' in '{subscripts}'.")
+            if sizes.get(c, n) != n and 1 not in (sizes[c], n):
+                raise ValueError(f"[einsum] Size of '{c}' differs between operands.")
+            sizes[c] = max(sizes.get(c, n), n)
+    if not arrow:
+        letters = "".join(terms).replace("...", "")
+        out = "..." * any("..." in t for t in terms) + \
+            "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    head, _, tail = out.partition("...")
+    for c in head + tail:
+        if c not in sizes:
+            raise ValueError(f"[einsum] Output subscript '{c}' is not in the inputs.")
+    shape = [sizes[c] for c in head] + (list(ell) if "..." in out else []) + \
+        [sizes[c] for c in tail]
+    return tuple(shape), len(set(ins.replace(",", "").replace("...", ""))) > len(head + tail)
+
+
+def _einsum(xp, *operands, subscripts, dtype):
+    return xp.einsum(subscripts, *[b.cast(x, dtype) for x in operands], optimize="greedy")
+
+
+_EINSUM = b.make("einsum", _einsum)
+
+
+def einsum(subscripts, *operands, stream=None):
+    """Einstein summation: `mx.einsum("ij,jk->ik", a, b)` is `a @ b`."""
+    ops_ = [b.as_array(x, "einsum") for x in operands]
+    shape, contracts = _einsum_shape(subscripts, [x._shape for x in ops_])
+    ops_, d = b.promote_many(ops_, "einsum")
+    if d.kind not in "fc" and (contracts or len(ops_) > 1):
+        _inexact("matmul", ops_[0], ops_[-1])
+    return b.node(_EINSUM, tuple(ops_), shape, d, {"subscripts": subscripts, "dtype": d.np},
+                  b.resolve(stream))
+
+
+def einsum_path(subscripts, *operands):
+    """The contraction order einsum would use, and a printable report: `(path, text)`."""
+    ops_ = [b.as_array(x, "einsum_path") for x in operands]
+    _einsum_shape(subscripts, [x._shape for x in ops_])
+    dummies = [np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), x._shape,
+                                               (0,) * x.ndim) for x in ops_]
+    path, text = np.einsum_path(subscripts, *dummies, optimize="greedy")
+    return [tuple(p) for p in path[1:]], text
+
+
+_KRON = b.make("kron", lambda xp, x, y, dtype: xp.kron(b.cast(x, dtype), b.cast(y, dtype)))
+
+
+def kron(a, b_, *, stream=None):
+    """The Kronecker product: every element of `a` times the whole of `b`."""
+    x, y, d = b.promote_pair(a, b_, "kron")
+    n = max(x.ndim, y.ndim)
+    xs, ys = (1,) * (n - x.ndim) + x._shape, (1,) * (n - y.ndim) + y._shape
+    shape = tuple(p * q for p, q in zip(xs, ys))
+    return b.node(_KRON, (x, y), shape, d, {"dtype": d.np}, b.resolve(stream))
+
+
+def trace(a, /, offset=0, axis1=0, axis2=1, dtype=None, *, stream=None):
+    """The sum of diagonal `offset` over axis1 and axis2, in sum's dtype unless given."""
+    from .arrange import diagonal
+    from .creation import astype
+    from .reduction import sum as sum_
+    a = b.as_array(a, "trace")
+    if dtype is not None:
+        a = astype(a, dtype, stream=stream)
+    return sum_(diagonal(a, offset, axis1, axis2, stream=stream), -1, stream=stream)
+
+
+def vecdot(a, b_, /, *, axis=-1, stream=None):
+    """`sum(conj(a) * b, axis)`, with broadcasting."""
+    from .elementwise import conj, multiply
+    from .reduction import sum as sum_
+    x, y = _pair(a, b_, "vecdot")
+    prod = multiply(conj(x, stream=stream) if x._dtype.kind == "c" else x, y, stream=stream)
+    return sum_(prod, axis, stream=stream)
+
+
+def addmm(c, a, b_, /, alpha=1.0, beta=1.0, *, stream=None):
+    """`alpha * (a @ b) + beta * c`, for real floating types."""
+    from .elementwise import add, multiply
+    from .linalg import matmul
+    x, y, z = (b.as_array(v, "addmm") for v in (a, b_, c))
+    d = dt.promote_types(dt.promote_types(x._dtype, y._dtype), z._dtype)
+    if d.kind != "f":
+        raise ValueError(f"[addmm] Only real floating point types are supported but "
+                         f"{x._dtype.name}, {y._dtype.name} and {z._dtype.name} were "
+                         f"provided which results in {d.name}.")
+    prod = matmul(x, y, stream=stream)
+    if alpha != 1.0:
+        prod = multiply(prod, float(alpha), stream=stream)
+    b.broadcast_shapes(z._shape, prod._shape, op="addmm")
+    return add(prod, multiply(z, float(beta), stream=stream) if beta != 1.0 else z,
+               stream=stream)
+
+
+def _expand_mask(mask, block, rows, cols, stream):
+    """A block mask as an elementwise mask of `rows` x `cols` (last two axes)."""
+    from .arrange import repeat
+    from .indexing import getitem
+    m = repeat(repeat(mask, block, axis=-2, stream=stream), block, axis=-1, stream=stream)
+    return getitem(m, (Ellipsis, slice(0, rows), slice(0, cols)), stream=stream)
+
+
+def block_masked_mm(a, b_, /, block_size=64, mask_out=None, mask_lhs=None, mask_rhs=None, *,
+                    stream=None):
+    """Matrix product with `block_size` blocks of `a`, `b` and the output masked out (bool
+    masks) or scaled (float masks)."""
+    from .elementwise import multiply, where
+    from .linalg import matmul
+    x, y = _pair(a, b_, "block_masked_mm")
+    if block_size not in (32, 64):
+        raise ValueError(f"[block_masked_mm] Only block_sizes 32, 64 are supported. Got "
+                         f"block size {block_size}.")
+    if x.ndim < 2 or y.ndim < 2:
+        raise ValueError("[block_masked_mm] Inputs must have at least two dimensions.")
+    M, K, N = x._shape[-2], x._shape[-1], y._shape[-1]
+
+    def apply(v, mask, rows, cols):
+        if mask is None:
+            return v
+        mask = b.as_array(mask, "block_masked_mm")
+        full = _expand_mask(mask, block_size, rows, cols, stream)
+        if mask._dtype.kind == "b":
+            return where(full, v, 0, stream=stream)
+        return multiply(v, full, stream=stream)
+    out = matmul(apply(x, mask_lhs, M, K), apply(y, mask_rhs, K, N), stream=stream)
+    return apply(out, mask_out, M, N)
+
+
+def gather_mm(a, b_, /, lhs_indices=None, rhs_indices=None, *, sorted_indices=False,
+              stream=None):
+    """Matrix products of the matrices of `a` and `b` picked by the index arrays (indices
+    into their flattened batch axes)."""
+    from .indexing import take
+    from .linalg import matmul
+    from .shape import reshape
+    x, y = _pair(a, b_, "gather_mm")
+    if x.ndim < 2 or y.ndim < 2:
+        raise ValueError("[gather_mm] Inputs must have at least two dimensions.")
+    xb = reshape(x, (-1,) + x._shape[-2:], stream=stream)
+    yb = reshape(y, (-1,) + y._shape[-2:], stream=stream)
+    if lhs_indices is not None:
+        xb = take(xb, lhs_indices, 0, stream=stream)
+    else:
+        xb = reshape(xb, x._shape, stream=stream)
+    if rhs_indices is not None:
+        yb = take(yb, rhs_indices, 0, stream=stream)
+    else:
+        yb = reshape(yb, y._shape, stream=stream)
+    return matmul(xb, yb, stream=stream)
+
+
+def _segmented_mm(xp, x, y, segments, dtype):
+    segs = segments.reshape(-1, 2).tolist()
+    out = xp.empty((len(segs), x.shape[-2], y.shape[-1]), dtype)
+    for i, (lo, hi) in enumerate(segs):  # one matmul per segment, not per element
+        xp.matmul(b.cast(x[..., lo:hi], dtype), b.cast(y[..., lo:hi, :], dtype), out=out[i])
+    return out
+
+
+_SEGMENTED_MM = b.make("segmented_mm", _segmented_mm)
+
+
+def segmented_mm(a, b_, /, segments, *, stream=None):
+    """For each [start, end) pair in `segments`, `a[:, start:end] @ b[start:end, :]`."""
+    x, y = _pair(a, b_, "segmented_mm")
+    d = _inexact("segmented_mm", x, y)
+    seg = b.as_array(segments, "segmented_mm")
+    if x.ndim != 2 or y.ndim != 2 or x._shape[-1] != y._shape[0]:
+        raise ValueError(f"[segmented_mm] Expected an MxK and a KxN matrix, got {x._shape} "
+                         f"and {y._shape}.")
+    if seg.ndim < 1 or seg._shape[-1] != 2 or seg._dtype.kind not in "iu":
+        raise ValueError("[segmented_mm] The segments must be integer pairs (shape (..., 2)).")
+    shape = seg._shape[:-1] + (x._shape[0], y._shape[1])
+    from .shape import reshape
+    flat = b.node(_SEGMENTED_MM, (x, y, seg), (math.prod(seg._shape[:-1]),) + shape[-2:], d,
+                  {"dtype": d.np}, b.resolve(stream))
+    return reshape(flat, shape, stream=stream)
+
+
+def matrix_norm(a, /, ord=None, axis=None, keepdims=False, *, stream=None):
+    """Same as `linalg.norm`."""
+    from .linalg import norm
+    return norm(a, ord, axis, keepdims, stream=stream)
+
+
+def _convolve(xp, x, y, mode, dtype):
+    return xp.convolve(b.cast(x, dtype), b.cast(y, dtype), mode)
+
+
+_CONVOLVE = b.make("convolve", _convolve)
+
+
+def convolve(a, v, /, mode="full", *, stream=None):
+    """The discrete linear convolution of two 1-D arrays ('full', 'same' or 'valid')."""
+    x, y = _pair(a, v, "convolve")
+    if x.ndim != 1 or y.ndim != 1:
+        raise ValueError("[convolve] Inputs must be 1D.")
+    d = dt.promote_types(x._dtype, y._dtype)
+    if d.kind != "f":
+        raise ValueError(f"[conv] Invalid input array with type {d.name}. Convolution "
+                         "currently only supports floating point types")
+    if mode not in ("full", "same", "valid"):
+        raise ValueError(f"[convolve] Invalid mode '{mode}'.")
+    n, m = x._shape[0], y._shape[0]
+    if min(n, m) == 0:
+        raise ValueError("[convolve] Inputs cannot be empty.")
+    size = {"full": n + m - 1, "same": max(n, m), "valid": max(n, m) - min(n, m) + 1}[mode]
+    return b.node(_CONVOLVE, (x, y), (size,), d, {"mode": mode, "dtype": d.np},
+                  b.resolve(stream))
+
+
+def _hadamard(xp, a, scale, dtype):
+    x = a.astype("float32")
+    n = x.shape[-1]
+    lead = x.shape[:-1]
+    h = 1
+    while h < n:  # log2(n) butterfly passes over the whole array
+        x = x.reshape(lead + (n // (2 * h), 2, h))
+        top, bottom = x[..., 0, :], x[..., 1, :]
+        x = xp.stack([top + bottom, top - bottom], axis=-2)
+        h *= 2
+    return (x.reshape(a.shape) * np.float32(scale)).astype(dtype)
+
+
+_HADAMARD = b.make("hadamard_transform", _hadamard)
+
+
+def hadamard_transform(a, scale=None, stream=None):
+    """The Walsh-Hadamard transform along the last axis (a power-of-two size), times
+    `scale` (default 1/sqrt(n))."""
+    a = b.as_array(a, "hadamard_transform")
+    n = a._shape[-1] if a.ndim else 1
+    if n & (n - 1):
+        raise ValueError(f"[hadamard_transform] Only power-of-two sizes are supported here, "
+                         f"got {n}.")
+    d = a._dtype if a._dtype.kind == "f" else dt.float32
+    scale = 1 / math.sqrt(n) if scale is None else float(scale)
+    return b.node(_HADAMARD, (a,), a._shape, d, {"scale": scale, "dtype": d.np},
+                  b.resolve(stream))

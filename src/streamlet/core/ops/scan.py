@@ -1,0 +1,117 @@
+"""Scans along an axis (cumsum, cumprod, cummax, cummin, logcumsumexp) and diff."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import build as b
+from .build import dt
+
+
+def _sum_dtype(d):
+    return dt.int32 if d.kind == "b" else d
+
+
+def _same(d):
+    return d
+
+
+def _lowest(xp, dtype):
+    return -np.inf if dtype.kind in "fc" else (False if dtype.kind == "b" else
+                                               np.iinfo(dtype).min)
+
+
+def _highest(xp, dtype):
+    return np.inf if dtype.kind in "fc" else (True if dtype.kind == "b" else
+                                              np.iinfo(dtype).max)
+
+
+def _logcumsumexp(xp, a, axis):
+    work = a if a.dtype.itemsize >= 4 or a.dtype.kind == "c" else a.astype("float32")
+    if work.dtype.kind == "c":
+        return xp.log(xp.cumsum(xp.exp(work), axis))
+    return xp.logaddexp.accumulate(work, axis)
+
+
+# name: (scan(xp, a, axis) in the output dtype, output dtype rule, identity(xp, dtype))
+SCANS = {
+    "cumsum": (lambda xp, a, axis: xp.cumsum(a, axis, dtype=a.dtype), _sum_dtype,
+               lambda xp, d: 0),
+    "cumprod": (lambda xp, a, axis: xp.cumprod(a, axis, dtype=a.dtype), _same,
+                lambda xp, d: 1),
+    "cummax": (lambda xp, a, axis: xp.maximum.accumulate(a, axis), _same, _lowest),
+    "cummin": (lambda xp, a, axis: xp.minimum.accumulate(a, axis), _same, _highest),
+    "logcumsumexp": (_logcumsumexp, dt.to_inexact, lambda xp, d: -np.inf),
+}
+
+
+def _scan_kernel(fn, identity):
+    def kernel(xp, a, axis, reverse, inclusive, dtype):
+        a = b.cast(a, dtype)
+        if reverse:
+            a = xp.flip(a, axis)
+        out = fn(xp, a, axis)
+        if out.dtype != dtype:
+            out = out.astype(dtype)
+        if not inclusive:
+            shifted = xp.empty_like(out)
+            head = [slice(None)] * a.ndim
+            head[axis] = slice(0, 1)
+            shifted[tuple(head)] = identity(xp, out.dtype)
+            rest, body = list(head), list(head)
+            rest[axis], body[axis] = slice(1, None), slice(None, -1)
+            shifted[tuple(rest)] = out[tuple(body)]
+            out = shifted
+        return xp.flip(out, axis) if reverse else out
+    return kernel
+
+
+def _make_scan(name, fn, rule, identity):
+    prim = b.make(name, _scan_kernel(fn, identity))
+    takes_dtype = name in ("cumsum", "cumprod")
+
+    def op(a, /, axis=None, *, reverse=False, inclusive=True, dtype=None, stream=None):
+        from .shape import flatten
+        a = b.as_array(a, name)
+        if axis is None:
+            a, axis = flatten(a, stream=stream), 0
+        ax = b.normalize_axis(axis, a.ndim, name)
+        d = rule(a._dtype) if dtype is None else dt.as_dtype(dtype)
+        params = {"axis": ax, "reverse": bool(reverse), "inclusive": bool(inclusive),
+                  "dtype": d.np}
+        return b.node(prim, (a,), a._shape, d, params, b.resolve(stream))
+
+    if not takes_dtype:
+        def op_(a, /, axis=None, *, reverse=False, inclusive=True, stream=None):
+            return op(a, axis, reverse=reverse, inclusive=inclusive, stream=stream)
+        op_.__wrapped__ = op
+        fn_ = op_
+    else:
+        fn_ = op
+    fn_.__name__ = fn_.__qualname__ = name
+    fn_.__doc__ = (f"{name} along `axis` (of the flattened array if None); `reverse` scans "
+                   f"from the end, `inclusive=False` shifts in the identity: "
+                   f"`mx.{name}(a, axis=0, reverse=False, inclusive=True)`.")
+    return fn_
+
+
+for _name, _row in SCANS.items():
+    globals()[_name] = _make_scan(_name, *_row)
+cumulative_sum, cumulative_prod = cumsum, cumprod  # noqa: F821 (made from the table)
+
+
+# NumPy's diff of booleans is `not_equal`, as MLX's
+_DIFF = b.make("diff", lambda xp, a, n, axis: xp.diff(a, n, axis))
+
+
+def diff(a, /, n=1, axis=-1, *, stream=None):
+    """The n-th discrete difference along `axis`: `a[1:] - a[:-1]`, n times."""
+    a = b.as_array(a, "diff")
+    if n < 0:
+        raise ValueError(f"[diff] Order must be non-negative but got {n}.")
+    if a.ndim == 0:
+        raise ValueError("[diff] Requires an array of at least one dimension.")
+    ax = b.normalize_axis(axis, a.ndim, "diff")
+    if n == 0:
+        return a
+    shape = a._shape[:ax] + (max(a._shape[ax] - n, 0),) + a._shape[ax + 1:]
+    return b.node(_DIFF, (a,), shape, a._dtype, {"n": int(n), "axis": ax}, b.resolve(stream))

@@ -1,0 +1,185 @@
+"""Sorting and order statistics: sort, argsort, partition, topk, searchsorted, median,
+unique."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import build as b
+from .build import dt
+
+
+def _along(a, axis, op, stream):
+    """`a` and its normalized axis; axis None means the flattened array."""
+    from .shape import flatten
+    a = b.as_array(a, op)
+    if axis is None:
+        return flatten(a, stream=stream), 0
+    if a.ndim == 0:
+        raise b.AxisError(f"[{op}] Invalid axis {axis} for a scalar.")
+    return a, b.normalize_axis(axis, a.ndim, op)
+
+
+_SORT = b.make("sort", lambda xp, a, axis: xp.sort(a, axis))
+# stable, so that ties come out in input order as MLX's do
+_ARGSORT = b.make("argsort", lambda xp, a, axis:
+                  xp.argsort(a, axis, kind="stable").astype("uint32"))
+
+
+def sort(a, /, axis=-1, *, stream=None):
+    """`a` sorted along `axis` (the flattened array if None)."""
+    a, ax = _along(a, axis, "sort", stream)
+    return b.node(_SORT, (a,), a._shape, a._dtype, {"axis": ax}, b.resolve(stream))
+
+
+def argsort(a, /, axis=-1, *, stream=None):
+    """The uint32 indices that sort `a` along `axis`; equal elements keep their order."""
+    a, ax = _along(a, axis, "argsort", stream)
+    return b.node(_ARGSORT, (a,), a._shape, dt.uint32, {"axis": ax}, b.resolve(stream))
+
+
+_PARTITION = b.make("partition", lambda xp, a, kth, axis: xp.partition(a, kth, axis))
+_ARGPARTITION = b.make("argpartition", lambda xp, a, kth, axis:
+                       xp.argpartition(a, kth, axis).astype("uint32"))
+
+
+def _kth(kth, n, op):
+    if not -n <= kth < n:
+        raise ValueError(f"[{op}] Received invalid kth {kth} along axis of size {n}.")
+    return int(kth) % n
+
+
+def partition(a, /, kth, axis=-1, *, stream=None):
+    """`a` with its kth element in sorted position, smaller ones before, larger after."""
+    a, ax = _along(a, axis, "partition", stream)
+    k = _kth(kth, a._shape[ax], "partition")
+    return b.node(_PARTITION, (a,), a._shape, a._dtype, {"kth": k, "axis": ax},
+                  b.resolve(stream))
+
+
+def argpartition(a, /, kth, axis=-1, *, stream=None):
+    """The uint32 indices that partition `a` around its kth element."""
+    a, ax = _along(a, axis, "argpartition", stream)
+    k = _kth(kth, a._shape[ax], "argpartition")
+    return b.node(_ARGPARTITION, (a,), a._shape, dt.uint32, {"kth": k, "axis": ax},
+                  b.resolve(stream))
+
+
+def _topk(xp, a, k, axis):
+    n = a.shape[axis]
+    part = xp.partition(a, n - k, axis) if 0 < k < n else a
+    return xp.take(part, xp.arange(n - k, n), axis)
+
+
+_TOPK = b.make("topk", _topk)
+
+
+def topk(a, /, k, axis=-1, *, stream=None):
+    """The `k` largest elements along `axis`, in no particular order."""
+    a, ax = _along(a, axis, "topk", stream)
+    n = a._shape[ax]
+    if not 0 <= k <= n:
+        raise ValueError(f"[topk] Received invalid k={k} along axis {ax} of size {n}.")
+    shape = a._shape[:ax] + (int(k),) + a._shape[ax + 1:]
+    return b.node(_TOPK, (a,), shape, a._dtype, {"k": int(k), "axis": ax}, b.resolve(stream))
+
+
+def _searchsorted(xp, s, v, side, dtype):
+    return xp.searchsorted(b.cast(s, dtype), b.cast(v, dtype), side).astype("uint32")
+
+
+_SEARCHSORTED = b.make("searchsorted", _searchsorted)
+
+
+def searchsorted(sorted_sequence, values, /, side="left", *, stream=None):
+    """uint32 positions where `values` would go in the 1-D `sorted_sequence` to keep it
+    sorted ('left': before equal elements, 'right': after them)."""
+    (s, v), d = b.promote_many([b.as_array(sorted_sequence, "searchsorted"), values],
+                               "searchsorted")
+    if side not in ("left", "right"):
+        raise ValueError(f"[searchsorted] Invalid side '{side}': expected 'left' or 'right'.")
+    if s.ndim != 1:
+        raise ValueError(f"[searchsorted] The sorted sequence must be 1-D, got {s.ndim}-D.")
+    return b.node(_SEARCHSORTED, (s, v), v._shape, dt.uint32, {"side": side, "dtype": d.np},
+                  b.resolve(stream))
+
+
+def _median(xp, a, axis, keepdims, dtype):
+    return xp.asarray(xp.median(a.astype(dtype), axis=axis, keepdims=keepdims)).astype(dtype)
+
+
+_MEDIAN = b.make("median", _median)
+
+
+def median(a, /, axis=None, keepdims=False, *, stream=None):
+    """The median over `axis` (all axes if None), in a floating dtype."""
+    a = b.as_array(a, "median")
+    axes = b.normalize_axes(axis, a.ndim, "median")
+    d = dt.to_inexact(a._dtype)
+    if any(a._shape[i] == 0 for i in axes):
+        raise ValueError("[median] Cannot compute the median of an empty axis.")
+    shape = tuple(1 if i in axes else n for i, n in enumerate(a._shape)) if keepdims else \
+        tuple(n for i, n in enumerate(a._shape) if i not in axes)
+    return b.node(_MEDIAN, (a,), shape, d, {"axis": axes, "keepdims": bool(keepdims),
+                                            "dtype": d.np}, b.resolve(stream))
+
+
+def _unique_part(xp, flat, order, size, part, fill):
+    order = order.astype(np.int64)
+    s = flat[order]
+    first = xp.ones(s.shape, bool)
+    first[1:] = s[1:] != s[:-1]
+    starts = xp.nonzero(first)[0]
+    m = min(size, starts.size)
+    if part == "inverse":
+        return _inverse(xp, first, order, size)
+    if part == "values":
+        if fill is None:
+            fill = s[0] if s.size else 0
+        out = xp.full((size,), fill, flat.dtype)
+        out[:m] = s[starts[:m]]
+    elif part == "index":
+        out = xp.full((size,), order[0] if order.size else 0, "uint32")
+        out[:m] = order[starts[:m]]
+    else:
+        counts = xp.diff(xp.append(starts, s.size))
+        out = xp.zeros((size,), "int32")
+        out[:m] = counts[:m]
+    return out
+
+
+def _inverse(xp, first, order, size):
+    rank = xp.cumsum(first) - 1
+    out = xp.empty(order.shape, "uint32")
+    out[order] = xp.minimum(rank, max(size - 1, 0))
+    return out
+
+
+_UNIQUE = b.make("unique", lambda xp, flat, order, size, part, fill, shape:
+                 _unique_part(xp, flat, order, size, part, fill).reshape(shape))
+
+
+def unique(a, /, size, return_index=False, return_inverse=False, return_counts=False,
+           fill_value=None, *, stream=None):
+    """The `size` smallest unique elements of the flattened `a`, padded with `fill_value`
+    (default: the smallest element); optionally first indices, inverse and counts."""
+    from .shape import flatten
+    a = b.as_array(a, "unique")
+    if size < 0:
+        raise ValueError(f"[unique] size must be non-negative, got {size}.")
+    flat = flatten(a, stream=stream) if a.ndim != 1 else a
+    order = argsort(flat, stream=stream)
+    st = b.resolve(stream)
+    fill = None if fill_value is None else \
+        np.asarray(fill_value.item() if isinstance(fill_value, b.array) else fill_value,
+                   a._dtype.np)[()]
+    parts = [("values", a._dtype, (size,))]
+    if return_index:
+        parts.append(("index", dt.uint32, (size,)))
+    if return_inverse:
+        parts.append(("inverse", dt.uint32, a._shape))
+    if return_counts:
+        parts.append(("counts", dt.int32, (size,)))
+    out = tuple(b.node(_UNIQUE, (flat, order), shape, d,
+                       {"size": int(size), "part": p, "fill": fill, "shape": shape}, st)
+                for p, d, shape in parts)
+    return out[0] if len(out) == 1 else out

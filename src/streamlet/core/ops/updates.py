@@ -1,0 +1,241 @@
+"""Updates: ops that return a copy of an array with some elements replaced or accumulated.
+
+Arrays are immutable buffers: every kernel here copies its input, then writes into
+the copy.  `a[index] = v` makes `a` refer to a new node computing the update (as in
+MLX); arrays built from the old `a` keep reading the old value.
+"""
+from __future__ import annotations
+
+import builtins
+import gc
+import sys
+
+from . import build as b
+from .indexing import _int_indices, along_axis_shape, fill_index, parse_index
+
+_pyslice = builtins.slice
+
+
+def _fits(value_shape, target, op):
+    """Check `value_shape` broadcasts to `target` (extra leading 1s allowed, as in NumPy)."""
+    shape = tuple(value_shape)
+    while len(shape) > len(target) and shape[0] == 1:
+        shape = shape[1:]
+    if len(shape) > len(target) or \
+            b.broadcast_shapes(shape, target, op=op) != tuple(target):
+        raise ValueError(f"[{op}] Cannot broadcast array of shape {tuple(value_shape)} into "
+                         f"shape {tuple(target)}.")
+    return shape
+
+
+def _scatter(xp, a, value, *arrays, index, mode):
+    out = a.copy()
+    idx = fill_index(index, arrays)
+    value = value.astype(out.dtype, copy=False)
+    if mode == "set":
+        target = out[idx].shape
+        out[idx] = value.reshape(value.shape[value.ndim - len(target):]) \
+            if value.ndim > len(target) else value
+    else:
+        getattr(xp, mode).at(out, idx, value)
+    return out
+
+
+_SCATTER = b.make("scatter", _scatter)
+
+
+def _update(a, index, value, mode, op, stream):
+    a = b.as_array(a, op)
+    template, arrays, target = parse_index(a, index, op)
+    value = b.as_array(value, op) if not b.is_scalar(value) else b.const(value, a._dtype)
+    _fits(value._shape, target, op)
+    return b.node(_SCATTER, (a, value, *arrays), a._shape, a._dtype,
+                  {"index": template, "mode": mode}, b.resolve(stream))
+
+
+def _mask_of(index):
+    """The boolean mask when `index` is one (alone or after an Ellipsis), else None."""
+    parts = index if isinstance(index, tuple) else (index,)
+    if parts and parts[0] is Ellipsis:
+        parts = parts[1:]
+    if len(parts) == 1 and isinstance(parts[0], b.array) and parts[0]._dtype.kind == "b":
+        return parts[0]
+    if any(isinstance(p, b.array) and p._dtype.kind == "b" for p in parts):
+        raise ValueError("[setitem] A boolean mask must be the only index.")
+    return None
+
+
+def setitem(a, index, value, *, stream=None):
+    """The array `a[index] = value` gives: ints, slices, integer arrays, or one boolean
+    mask (which broadcasts against `a`, as MLX's `where(mask, value, a)`)."""
+    from .creation import astype
+    from .elementwise import where
+    mask = _mask_of(index)
+    if mask is not None:
+        a = b.as_array(a, "setitem")
+        value = astype(b.as_array(value, "setitem"), a._dtype, stream=stream)
+        return where(mask, value, a, stream=stream)
+    return _update(a, index, value, "set", "setitem", stream)
+
+
+def _clone(a):
+    c = b.array.__new__(b.array)
+    for name in b.array.__slots__:
+        if name != "__weakref__":
+            setattr(c, name, getattr(a, name))
+    return c
+
+
+def _redirect_consumers(a, old):
+    """Point unevaluated nodes that read `a` at `old`, its value before the update."""
+    for holder in gc.get_referrers(a):
+        if type(holder) is tuple:
+            for owner in gc.get_referrers(holder):
+                if type(owner) is b.array and owner._inputs is holder:
+                    owner._inputs = tuple(old if x is a else x for x in holder)
+
+
+def assign(a, index, value):
+    """`a[index] = value`: rebind the Python object `a` to the update's node."""
+    if a._prim is not None and a._seq:
+        a._wait()  # scheduled already: let it finish before its fields change
+    # NOTE: 4 references when nothing else holds `a` (caller's name, the two frames, getrefcount)
+    shared = sys.getrefcount(a) > 4
+    old = _clone(a)
+    if shared:
+        _redirect_consumers(a, old)
+    new = setitem(old, index, value)
+    for name in b.array.__slots__:
+        if name != "__weakref__":
+            setattr(a, name, getattr(new, name))
+
+
+class _AtIndexer:
+    """`a.at[index]`: the updates `add`, `subtract`, `multiply`, `divide`, `minimum`,
+    `maximum` that accumulate over repeated indices (NumPy's `ufunc.at`)."""
+
+    __slots__ = ("_a", "_index")
+
+    def __init__(self, a, index):
+        self._a, self._index = a, index
+
+    def _apply(self, value, mode, stream=None):
+        if _mask_of(self._index) is not None:
+            raise ValueError("[at] Boolean masks are not supported.")
+        return _update(self._a, self._index, value, mode, "at", stream)
+
+    def add(self, value, *, stream=None):
+        """`a` with `value` added at the index, repeated indices adding up."""
+        return self._apply(value, "add", stream)
+
+    def subtract(self, value, *, stream=None):
+        """`a` with `value` subtracted at the index."""
+        return self._apply(value, "subtract", stream)
+
+    def multiply(self, value, *, stream=None):
+        """`a` multiplied by `value` at the index."""
+        return self._apply(value, "multiply", stream)
+
+    def divide(self, value, *, stream=None):
+        """`a` times the reciprocal of `value` (in `a`'s dtype, as MLX) at the index."""
+        from .creation import astype
+        from .elementwise import reciprocal
+        recip = astype(reciprocal(value, stream=stream), self._a._dtype, stream=stream)
+        return self._apply(recip, "multiply", stream)
+
+    def minimum(self, value, *, stream=None):
+        """`a` with the minimum of itself and `value` at the index."""
+        return self._apply(value, "minimum", stream)
+
+    def maximum(self, value, *, stream=None):
+        """`a` with the maximum of itself and `value` at the index."""
+        return self._apply(value, "maximum", stream)
+
+
+class ArrayAt:
+    """What `a.at` returns: index it to pick the elements to update."""
+
+    __slots__ = ("_a",)
+
+    def __init__(self, a):
+        self._a = a
+
+    def __getitem__(self, index):
+        return _AtIndexer(self._a, index)
+
+
+def _put_along(xp, a, indices, values, axis, shape):
+    out = a.copy()
+    idx = xp.broadcast_to(indices, shape)
+    xp.put_along_axis(out, idx, xp.broadcast_to(values.astype(out.dtype, copy=False), shape),
+                      axis)
+    return out
+
+
+_PUT_ALONG = b.make("put_along_axis", _put_along)
+
+
+def put_along_axis(a, /, indices, values, axis=None, *, stream=None):
+    """`a` with `values` written at `indices` along `axis` (the flattened array if None)."""
+    from .shape import flatten, reshape
+    a = b.as_array(a, "put_along_axis")
+    indices = _int_indices(indices, "put_along_axis")
+    values = b.as_array(values, "put_along_axis")
+    src = a
+    if axis is None:
+        src, indices, axis = flatten(a, stream=stream), flatten(indices, stream=stream), 0
+    ax = b.normalize_axis(axis, src.ndim, "put_along_axis")
+    shape = along_axis_shape(src, indices, ax, "put_along_axis")
+    _fits(values._shape, shape, "put_along_axis")
+    out = b.node(_PUT_ALONG, (src, indices, values), src._shape, src._dtype,
+                 {"axis": ax, "shape": shape}, b.resolve(stream))
+    return out if src is a else reshape(out, a._shape, stream=stream)
+
+
+def _slice_update(xp, a, update, starts, axes):
+    out = a.copy()
+    index = [_pyslice(None)] * a.ndim
+    for ax, start in zip(axes, starts.tolist()):
+        n = update.shape[ax]
+        start = min(max(int(start), 0), a.shape[ax] - n)
+        index[ax] = _pyslice(start, start + n)
+    out[tuple(index)] = update
+    return out
+
+
+_SLICE_UPDATE = b.make("slice_update", _slice_update)
+
+
+def slice_update(a, update, start_indices, axes, *, stream=None):
+    """`a` with the block `update` written at `start_indices` on `axes` (an array read when
+    the op runs; starts are clamped so the block fits)."""
+    from .creation import astype
+    from .indexing import _slice_args
+    from .shape import broadcast_to
+    a = b.as_array(a, "slice_update")
+    starts, axes = _slice_args(a, start_indices, axes, "slice_update")
+    update = b.as_array(update, "slice_update")
+    if update.ndim != a.ndim:
+        update = broadcast_to(update, tuple(a._shape[i] if i not in axes else 1
+                                            for i in range(a.ndim)) if update.ndim == 0
+                              else update._shape, stream=stream)
+    if update.ndim != a.ndim or any(u > n or (u != n and i not in axes)
+                                    for i, (u, n) in enumerate(zip(update._shape, a._shape))):
+        raise ValueError(f"[slice_update] Update of shape {update._shape} does not fit array "
+                         f"of shape {a._shape} on axes {axes}.")
+    update = astype(update, a._dtype, stream=stream)
+    return b.node(_SLICE_UPDATE, (a, update, starts), a._shape, a._dtype, {"axes": axes},
+                  b.resolve(stream))
+
+
+_DEPENDS = b.make("depends", lambda xp, x, *deps: x)
+
+
+def depends(inputs, dependencies):
+    """`inputs` (an array or a list) as new arrays that are computed after `dependencies`."""
+    single = isinstance(inputs, b.array)
+    xs = [inputs] if single else list(inputs)
+    deps = [dependencies] if isinstance(dependencies, b.array) else list(dependencies)
+    out = [b.node(_DEPENDS, (x, *deps), x._shape, x._dtype, b.NO_PARAMS, x._stream or
+                  b.resolve(None)) for x in xs]
+    return out[0] if single else out
