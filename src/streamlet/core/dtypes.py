@@ -130,15 +130,22 @@ def promote_types(a: Dtype, b: Dtype) -> Dtype:
     return float32 if u.size == 8 else _SIGNED[u.size * 2]
 
 
+_INT_RANGE = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max))
+              for d in ALL if d.kind in "iu"}
+
+
 def weak_scalar_dtype(array_dtype: Dtype, value) -> Dtype:
     """The result dtype of an array combined with a Python scalar (a 'weak' type)."""
-    if isinstance(value, bool):
+    if isinstance(value, (bool, np.bool_)):
         return array_dtype
-    if isinstance(value, int):
-        return int32 if array_dtype.kind == "b" else array_dtype
-    if isinstance(value, float):
+    if isinstance(value, (int, np.integer)):
+        d = int32 if array_dtype.kind == "b" else array_dtype
+        if d.kind in "iu" and not _INT_RANGE[d][0] <= value <= _INT_RANGE[d][1]:
+            raise ValueError(f"Converting {value} to {d.name} would result in overflow.")
+        return d
+    if isinstance(value, (float, np.floating)):
         return array_dtype if array_dtype.kind in "fc" else float32
-    if isinstance(value, complex):
+    if isinstance(value, (complex, np.complexfloating)):
         return complex64
     raise TypeError(f"Cannot combine an array with a value of type {type(value).__name__}.")
 
@@ -180,6 +187,9 @@ def _category_chain(c: DtypeCategory):
 
 def issubdtype(a, b) -> bool:
     """`issubdtype(mx.float32, mx.floating)` is True; works with Dtypes and categories."""
+    for x, which in ((a, "first"), (b, "second")):
+        if not isinstance(x, (Dtype, DtypeCategory)):
+            raise ValueError(f"[issubdtype] Received invalid type for {which} input.")
     if isinstance(a, Dtype) and isinstance(b, Dtype):
         return a is b
     if isinstance(b, Dtype):
@@ -191,6 +201,31 @@ def issubdtype(a, b) -> bool:
     return b in _category_chain(a)
 
 
+_KINDS = {
+    "bool": "b", "signed integer": "i", "unsigned integer": "u", "integral": "iu",
+    "real floating": "f", "complex floating": "c", "numeric": "iufc",
+}
+
+
+def isdtype(dtype, kind) -> bool:
+    """Whether `dtype` is one of the kinds: a Dtype, a kind name, or a tuple of those.
+
+    `isdtype(mx.int8, "integral")` is True; kind names are the array API's
+    ("bool", "signed integer", "unsigned integer", "integral", "real floating",
+    "complex floating", "numeric").
+    """
+    if isinstance(kind, tuple):
+        return any(isdtype(dtype, k) for k in kind)
+    if isinstance(kind, Dtype):
+        return dtype is kind
+    if isinstance(kind, str):
+        if kind not in _KINDS:
+            raise ValueError(f"[isdtype] Unknown data type kind: '{kind}'.")
+        return dtype.kind in _KINDS[kind]
+    raise ValueError("[isdtype] `kind` must be a dtype, a string, or a tuple of dtypes and "
+                     "strings.")
+
+
 class finfo:
     """Machine limits of a floating dtype: `finfo(mx.float16).max == 65504.0`."""
 
@@ -198,7 +233,9 @@ class finfo:
         self.dtype = as_dtype(dtype)
         if self.dtype.kind not in "fc":
             raise ValueError(f"[finfo] dtype {self.dtype} is not inexact.")
-        info = ml_dtypes.finfo(self.dtype.np if self.dtype.kind == "f" else np.float32)
+        if self.dtype.kind == "c":  # MLX describes complex64 by its float32 parts
+            self.dtype = float32
+        info = ml_dtypes.finfo(self.dtype.np)
         self.bits = info.bits
         self.min, self.max = float(info.min), float(info.max)
         self.eps = float(info.eps)
@@ -214,7 +251,8 @@ class iinfo:
     def __init__(self, dtype):
         self.dtype = as_dtype(dtype)
         if self.dtype.kind not in "iu":
-            raise ValueError(f"[iinfo] dtype {self.dtype} is not an integer type.")
+            raise ValueError(f"[iinfo] Only integer types supported but {self.dtype.name} was "
+                             "provided")
         info = np.iinfo(self.dtype.np)
         self.min, self.max = int(info.min), int(info.max)
 

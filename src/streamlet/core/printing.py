@@ -1,0 +1,107 @@
+"""MLX's array repr, `set_printoptions` and the `printoptions` context manager.
+
+MLX prints floats with `%g` (or fixed `precision` digits once set), shows at most
+three items at each end of any axis longer than six, and never wraps lines.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+_EDGE = 3  # items shown at each end of a summarized axis
+_SUMMARIZE_ABOVE = 6  # an axis longer than this is summarized
+
+
+class PrintOptions:
+    """The global print options: `precision` is -1 for MLX's default `%g` format."""
+
+    __slots__ = ("precision",)
+
+    def __init__(self, precision=-1):
+        self.precision = precision
+
+    def __repr__(self):
+        return f"PrintOptions(precision={self.precision})"
+
+
+_OPTIONS = PrintOptions()
+
+
+def set_printoptions(precision: int = -1) -> None:
+    """Print floats with `precision` decimals from now on (-1: the default `%g`).
+
+    >>> set_printoptions(precision=2); get_printoptions().precision
+    2
+    >>> set_printoptions()
+    """
+    _OPTIONS.precision = int(precision)
+
+
+def get_printoptions() -> PrintOptions:
+    """A copy of the current print options."""
+    return PrintOptions(_OPTIONS.precision)
+
+
+@contextlib.contextmanager
+def printoptions(precision: int = -1):
+    """Use `precision` inside a `with` block; the previous options come back on exit."""
+    saved = _OPTIONS.precision
+    _OPTIONS.precision = int(precision)
+    try:
+        yield get_printoptions()
+    finally:
+        _OPTIONS.precision = saved
+
+
+def _float_text(x: float, precision: int) -> str:
+    if precision < 0 or x != x or x in (float("inf"), float("-inf")):
+        return f"{x:g}"
+    return f"{x:.{precision}f}"
+
+
+def _scalar_text(x, kind: str, precision: int) -> str:
+    if kind == "b":
+        return "True" if x else "False"
+    if kind == "c":
+        re, im = _float_text(float(x.real), precision), _float_text(float(x.imag), precision)
+        return f"{re}{im if im[0] == '-' else '+' + im}j"
+    if kind == "f":
+        return _float_text(float(x), precision)
+    return str(int(x))
+
+
+def _edges(n: int):
+    """Indices shown along an axis of length n; None marks the '...' gap."""
+    if n > _SUMMARIZE_ABOVE:
+        return [*range(_EDGE), None, *range(n - _EDGE, n)]
+    return list(range(n))
+
+
+def _block(x: np.ndarray, kind: str, precision: int, indent: int) -> str:
+    if x.shape[0] == 0:
+        return "[]"
+    if x.ndim == 1:
+        items = ["..." if i is None else _scalar_text(x[i], kind, precision)
+                 for i in _edges(x.shape[0])]
+        return "[" + ", ".join(items) + "]"
+    sep = ",\n" + " " * (indent + 1)
+    rows = ["..." if i is None else _block(x[i], kind, precision, indent + 1)
+            for i in _edges(x.shape[0])]
+    return "[" + sep.join(rows) + "]"
+
+
+def format_array(data: np.ndarray, dtype) -> str:
+    """MLX's repr of evaluated data: `array([1.5, 2], dtype=float32)`."""
+    kind, precision = dtype.kind, _OPTIONS.precision
+    if dtype.name == "bfloat16":
+        data = data.astype(np.float32)
+    if data.ndim == 0:
+        body = _scalar_text(data[()], kind, precision)
+    else:
+        body = _block(data, kind, precision, len("array("))
+    return f"array({body}, dtype={dtype.name})"
+
+
+__all__ = ["PrintOptions", "format_array", "get_printoptions", "printoptions",
+           "set_printoptions"]
