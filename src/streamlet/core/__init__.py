@@ -5,7 +5,7 @@
 >>> (mx.ones((2,)) + mx.ones((2,), stream=s)).tolist()
 [2.0, 2.0]
 """
-from . import linalg, random  # noqa: F401
+from . import cuda, fft, linalg, metal, random  # noqa: F401
 from . import operators as _operators
 from .array import array  # noqa: F401
 from .device import (Device, DeviceType, cpu, device_count, device_info,  # noqa: F401
@@ -15,7 +15,14 @@ from .dtypes import (Dtype, DtypeCategory, bfloat16, bool_, complex64,  # noqa: 
                      iinfo, inexact, int8, int16, int32, int64, integer, issubdtype, number,
                      promote_types, signedinteger, uint8, uint16, uint32, uint64,
                      unsignedinteger)
+from .dtypes import isdtype  # noqa: F401
 from .eval import async_eval, eval  # noqa: F401
+from .io import load, save, save_gguf, save_safetensors, savez, savez_compressed  # noqa: F401
+from .printing import get_printoptions, printoptions, set_printoptions  # noqa: F401
+from .dlpack import from_dlpack  # noqa: F401
+from .memory import (clear_cache, get_active_memory, get_cache_memory,  # noqa: F401
+                     get_memory_limit, get_peak_memory, reset_peak_memory, set_cache_limit,
+                     set_memory_limit, set_wired_limit)
 from .ops import *  # noqa: F401,F403
 from .ops import AxisError, broadcast_shapes  # noqa: F401
 from .stream import (Stream, StreamContext, ThreadLocalStream, clear_streams,  # noqa: F401
