@@ -213,30 +213,12 @@ def _list_dtype(data):
     raise TypeError(f"[array] Cannot make an array from a list of {data.dtype}.")
 
 
-def _format_scalar(x, kind):
-    if kind == "b":
-        return "True" if x else "False"
-    if kind == "c":
-        return f"{x.real:g}{x.imag:+g}j"
-    if kind == "f":
-        return f"{float(x):g}"
-    return str(x)
-
-
 def format_array(data: np.ndarray, dtype) -> str:
-    """MLX's repr: `array([1.5, 2], dtype=float32)`."""
-    kind = dtype.kind
-    if data.ndim == 0:
-        body = _format_scalar(data.item(), kind)
-    else:
-        shown = data.astype(np.float32) if dtype.name == "bfloat16" else data
-        fmt = {"all": lambda x: _format_scalar(x, kind)}
-        body = np.array2string(shown, separator=", ", formatter=fmt, prefix="array(",
-                               threshold=PRINT_OPTIONS["threshold"], edgeitems=3)
-    return f"array({body}, dtype={dtype.name})"
+    """MLX's repr: `array([1.5, 2], dtype=float32)`; the rules live in printing.py."""
+    from .printing import format_array as fmt
+    return fmt(data, dtype)
 
 
-PRINT_OPTIONS = {"threshold": 10}
 _births = itertools.count(1)  # build order of nodes: a topological order of the graph
 
 
