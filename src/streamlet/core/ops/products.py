@@ -219,7 +219,8 @@ def block_masked_mm(a, b_, /, block_size=64, mask_out=None, mask_lhs=None, mask_
     from .elementwise import multiply, where
     from .linalg import matmul
     x, y = _pair(a, b_, "block_masked_mm")
-    if block_size not in (32, 64):
+    masked = any(m is not None for m in (mask_out, mask_lhs, mask_rhs))
+    if masked and block_size not in (32, 64):  # without masks MLX takes any size
         raise ValueError(f"[block_masked_mm] Only block_sizes 32, 64 are supported. Got "
                          f"block size {block_size}.")
     if x.ndim < 2 or y.ndim < 2:
