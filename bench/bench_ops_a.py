@@ -1,0 +1,65 @@
+"""Side-by-side timings of sort, cumsum, take and einsum: streamlet, mlx and NumPy.
+
+Run: `.venv/bin/python bench/bench_ops_a.py`.  Each op is built and evaluated
+from scratch per repetition; the median of 5 is reported with ratios to NumPy.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+import streamlet.core as sl
+
+try:
+    import mlx.core as mlx
+except ImportError:  # mlx is an optional oracle
+    mlx = None
+
+RNG = np.random.default_rng(0)
+A = RNG.standard_normal((1000, 1000)).astype(np.float32)
+IDX = RNG.integers(0, A.size, 1_000_000).astype(np.int32)
+B = RNG.standard_normal((32, 128, 128)).astype(np.float32)
+C = RNG.standard_normal((32, 128, 128)).astype(np.float32)
+
+# name: (NumPy version, version for an mlx-like module M taking prepared inputs)
+CASES = {
+    "sort 1000x1000 axis=-1": (lambda: np.sort(A, -1), lambda M, a, *_: M.sort(a, -1)),
+    "cumsum 1000x1000 axis=1": (lambda: np.cumsum(A, 1), lambda M, a, *_: M.cumsum(a, 1)),
+    "take 1M of 1M": (lambda: np.take(A, IDX), lambda M, a, idx, *_: M.take(a, idx)),
+    "einsum bij,bjk->bik 32x128^3": (
+        lambda: np.einsum("bij,bjk->bik", B, C, optimize="greedy"),
+        lambda M, a, idx, b, c: M.einsum("bij,bjk->bik", b, c)),
+}
+
+
+def _median_time(fn, reps=5):
+    fn()  # warm up
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _lazy(M, fn):
+    inputs = [M.array(x) for x in (A, IDX, B, C)]
+    M.eval(*inputs)
+    return lambda: M.eval(fn(M, *inputs))
+
+
+def main():
+    print(f"{'op':32} {'numpy ms':>9} {'streamlet ms':>13} {'mlx ms':>8} "
+          f"{'sl/np':>6} {'sl/mlx':>7}")
+    for name, (np_fn, fn) in CASES.items():
+        t_np = _median_time(np_fn)
+        t_sl = _median_time(_lazy(sl, fn))
+        t_mx = _median_time(_lazy(mlx, fn)) if mlx is not None else float("nan")
+        print(f"{name:32} {t_np * 1e3:9.2f} {t_sl * 1e3:13.2f} {t_mx * 1e3:8.2f} "
+              f"{t_sl / t_np:6.2f} {t_sl / t_mx:7.2f}")
+
+
+if __name__ == "__main__":
+    main()
