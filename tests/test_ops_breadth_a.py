@@ -372,3 +372,55 @@ def test_array_methods_mirror_functions():
     c = mx.array([1 + 2j])
     np.testing.assert_array_equal(c.real, [1.0])
     np.testing.assert_array_equal(c.imag, [2.0])
+
+
+def test_setitem_with_masks_matches_mlx(mlx):
+    results = []
+    for M in (mx, mlx):
+        b = M.arange(12).reshape(3, 4)
+        b[M.array([True, False, True])] = M.array([9, 8, 7, 6])
+        results.append(b)
+    _check_same(*results)
+    b = mx.arange(12).reshape(3, 4)  # mlx 0.32.4 crashes on this one; NumPy is the oracle
+    b[..., mx.array([True, False, True, False])] = mx.array([[1], [2], [3]])
+    want = np.arange(12).reshape(3, 4)
+    want[:, [0, 2]] = [[1], [2], [3]]
+    np.testing.assert_array_equal(b, want)
+
+
+UNARY_MATH = {"arcsin": np.arcsin, "arccos": np.arccos, "arctan": np.arctan,
+              "arcsinh": np.arcsinh, "arctanh": np.arctanh, "sinh": np.sinh, "cosh": np.cosh,
+              "degrees": np.degrees, "radians": np.radians, "trunc": np.trunc,
+              "reciprocal": np.reciprocal}
+
+
+@settings(max_examples=20, deadline=None)
+@given(hnp.arrays(np.float32, hnp.array_shapes(max_dims=3, max_side=5),
+                  elements=st.floats(-0.9375, 0.9375, width=32).filter(lambda v: abs(v) > 1e-3)))
+def test_unary_math_matches_numpy(a):
+    for name, ref in UNARY_MATH.items():
+        got = getattr(mx, name)(mx.array(a))
+        assert got.dtype == mx.float32
+        np.testing.assert_allclose(got, ref(a), rtol=2e-6, atol=1e-6, err_msg=name)
+
+
+@settings(max_examples=20, deadline=None)
+@given(hnp.arrays(np.int32, hnp.array_shapes(max_dims=2, max_side=6),
+                  elements=st.integers(-3, 3)), st.integers(0, 8))
+def test_unique_matches_numpy(a, size):
+    values, index, inverse, counts = mx.unique(mx.array(a), size, True, True, True)
+    v, i, inv, c = np.unique(a, return_index=True, return_inverse=True, return_counts=True)
+    m = min(size, v.size)
+    np.testing.assert_array_equal(np.array(values)[:m], v[:m])
+    np.testing.assert_array_equal(np.array(index)[:m], i[:m])
+    np.testing.assert_array_equal(np.array(counts)[:m], c[:m])
+    assert (np.array(counts)[m:] == 0).all()
+    if size >= v.size and size:
+        np.testing.assert_array_equal(np.array(inverse), inv.reshape(a.shape))
+
+
+def test_einsum_path_reports_a_contraction_order():
+    a, b_, c = mx.ones((4, 5)), mx.ones((5, 6)), mx.ones((6, 3))
+    path, text = mx.einsum_path("ij,jk,kl->il", a, b_, c)
+    assert len(path) == 2 and all(isinstance(p, tuple) for p in path)
+    assert "ij,jk,kl->il" in text

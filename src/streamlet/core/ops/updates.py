@@ -72,7 +72,14 @@ def setitem(a, index, value, *, stream=None):
     from .elementwise import where
     mask = _mask_of(index)
     if mask is not None:
+        from .shape import reshape
         a = b.as_array(a, "setitem")
+        if mask.ndim > a.ndim:
+            raise IndexError(f"[setitem] Mask of shape {mask._shape} is too large for an "
+                             f"array of shape {a._shape}.")
+        leading = not (isinstance(index, tuple) and index and index[0] is Ellipsis)
+        if leading and mask.ndim < a.ndim:  # the mask picks along the first axes
+            mask = reshape(mask, mask._shape + (1,) * (a.ndim - mask.ndim), stream=stream)
         value = astype(b.as_array(value, "setitem"), a._dtype, stream=stream)
         return where(mask, value, a, stream=stream)
     return _update(a, index, value, "set", "setitem", stream)
