@@ -19,15 +19,9 @@ def _operand(x):
     return isinstance(x, (array, int, float, complex, bool)) or hasattr(x, "__array__")
 
 
-def _logical_or_bitwise(logical, bitwise):
-    def fn(a, b):
-        x = a if isinstance(a, array) else b
-        return logical(a, b) if x._dtype.kind == "b" else bitwise(a, b)
-    return fn
-
-
-_and = _logical_or_bitwise(ops.logical_and, ops.bitwise_and)
-_or = _logical_or_bitwise(ops.logical_or, ops.bitwise_or)
+# `&` and `|` are bitwise as in MLX: on two bool arrays that is the logical op, and
+# `bool & int32` promotes to int32 instead of turning the int array into truth values.
+_and, _or = ops.bitwise_and, ops.bitwise_or
 _BINARY = {
     "add": ops.add, "sub": ops.subtract, "mul": ops.multiply, "truediv": ops.divide,
     "floordiv": ops.floor_divide, "mod": ops.remainder, "pow": ops.power,

@@ -1,0 +1,291 @@
+"""The lazy array's Python surface: construction, properties, reads, repr, operators, indexing."""
+import operator
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import streamlet.core as mx
+
+CONSTRUCT = [1, -3, 2 ** 40, 1.5, True, 2 + 1j, [1, 2], [1, 2.5], [True, 2], [[1, 2], [3, 4]],
+             [True, False], [1, 2 ** 40], [], [[]], [1 + 1j, 2], np.float64(1.0), np.int64(2),
+             np.arange(6, dtype=np.float64).reshape(2, 3), np.ones(3, np.int16),
+             np.ones(3, np.float16), np.zeros((2, 2), np.complex128), np.array(True),
+             np.ones(2, ml_dtypes.bfloat16)]
+
+
+@pytest.mark.parametrize("value", CONSTRUCT, ids=[repr(v)[:30] for v in CONSTRUCT])
+def test_array_constructor_matches_mlx(mlx, value):
+    ours, theirs = mx.array(value), mlx.array(value)
+    assert repr(ours.dtype) == repr(theirs.dtype)
+    assert ours.shape == tuple(theirs.shape)
+    assert ours.tolist() == theirs.tolist()
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "float16", "bfloat16", "float64",
+                                   "complex64", "bool_"])
+def test_array_constructor_with_dtype(mlx, dtype):
+    ours = mx.array([0, 1, 2], dtype=getattr(mx, dtype))
+    theirs = mlx.array([0, 1, 2], dtype=getattr(mlx, dtype))
+    assert repr(ours.dtype) == repr(theirs.dtype) and ours.tolist() == theirs.tolist()
+
+
+def test_array_from_array_and_copy_semantics():
+    src = np.arange(4, dtype=np.float32)
+    a = mx.array(src)
+    src[0] = 100  # the array took a copy
+    assert a.tolist() == [0.0, 1.0, 2.0, 3.0]
+    b = mx.array(a + 1, dtype=mx.int32)
+    assert b.dtype is mx.int32 and b.tolist() == [1, 2, 3, 4]
+    assert mx.array([mx.array(1.0), mx.array(2.0)]).tolist() == [1.0, 2.0]
+
+
+def test_array_constructor_rejects():
+    with pytest.raises((TypeError, ValueError)):
+        mx.array("abc")
+    with pytest.raises(ValueError):
+        mx.array([[1, 2], [3]])
+    with pytest.raises(TypeError):
+        mx.array(object())
+
+
+def test_properties():
+    a = mx.zeros((2, 3, 4), dtype=mx.int16)
+    assert (a.shape, a.ndim, a.size, a.itemsize, a.nbytes) == ((2, 3, 4), 3, 24, 2, 48)
+    assert a.dtype is mx.int16 and isinstance(a.shape, tuple)
+    s = mx.array(3.0)
+    assert (s.shape, s.ndim, s.size) == ((), 0, 1)
+    assert (a + 1).shape == (2, 3, 4)  # known before eval
+
+
+@pytest.mark.parametrize("dtype,value,kind", [
+    ("bool_", True, bool), ("int32", 7, int), ("uint8", 255, int), ("int64", -2 ** 40, int),
+    ("float32", 1.5, float), ("float16", 0.5, float), ("bfloat16", 2.0, float),
+    ("float64", 0.1, float), ("complex64", 1 - 2j, complex)])
+def test_item_and_tolist_types(dtype, value, kind):
+    a = mx.array(value, dtype=getattr(mx, dtype))
+    assert type(a.item()) is kind and a.item() == pytest.approx(value, rel=1e-2)
+    lst = mx.array([value, value], dtype=getattr(mx, dtype)).tolist()
+    assert all(type(v) is kind for v in lst)
+
+
+def test_item_needs_one_element():
+    with pytest.raises(ValueError):
+        mx.array([1, 2]).item()
+    assert mx.array([[5]]).item() == 5
+
+
+def test_tolist_nested():
+    assert mx.arange(6).reshape(2, 3).tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert mx.array(2).tolist() == 2
+
+
+def test_numpy_conversion():
+    a = mx.arange(6, dtype=mx.int16).reshape(2, 3) * 2
+    out = np.array(a)
+    assert out.dtype == np.int16 and out.shape == (2, 3)
+    np.testing.assert_array_equal(out, np.arange(6).reshape(2, 3) * 2)
+    assert np.array(a, dtype=np.float64).dtype == np.float64
+    assert np.asarray(mx.array([1.5], dtype=mx.bfloat16)).dtype == ml_dtypes.bfloat16
+    c = np.array(a, copy=True)
+    c[0, 0] = 99
+    assert a[0, 0].item() == 0
+    assert np.from_dlpack(a).tolist() == out.tolist()
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="Python < 3.12 has no __buffer__")
+def test_buffer_protocol():
+    a = mx.arange(4, dtype=mx.int32) + 1
+    mv = memoryview(a)
+    assert mv.format in ("i", "<i", "=i") and mv.shape == (4,) and mv.tolist() == [1, 2, 3, 4]
+    assert memoryview(mx.ones((2, 2))).shape == (2, 2)
+
+
+REPRS = [lambda m: m.array([1.5, 2, 3]), lambda m: m.array([[1, 2], [3, 4]]),
+         lambda m: m.array([True, False]), lambda m: m.array(3.25), lambda m: m.arange(20),
+         lambda m: m.array([1.5, 2], m.bfloat16), lambda m: m.array([1 + 2j, 3 - 1j]),
+         lambda m: m.array([0.1, 1e-5, 12345678.0]), lambda m: m.array([], m.int32),
+         lambda m: m.zeros((12, 12)), lambda m: m.ones((2, 1, 3), m.uint8),
+         lambda m: m.array(-7, m.int64), lambda m: m.array(True)]
+
+
+@pytest.mark.parametrize("make", REPRS)
+def test_repr_matches_mlx(mlx, make):
+    assert repr(make(mx)) == repr(make(mlx))
+
+
+def test_len_iter_bool():
+    a = mx.arange(6).reshape(3, 2)
+    assert len(a) == 3
+    rows = list(a)
+    assert [r.tolist() for r in rows] == [[0, 1], [2, 3], [4, 5]]
+    assert all(isinstance(r, mx.array) for r in rows)
+    with pytest.raises(TypeError):
+        len(mx.array(1))
+    with pytest.raises(TypeError):
+        iter(mx.array(1))
+    assert bool(mx.array(2)) is True and bool(mx.array([0])) is False
+    with pytest.raises(ValueError):
+        bool(mx.array([1, 2]))
+    assert int(mx.array(3.7)) == 3 and float(mx.array(2)) == 2.0
+    assert [10, 20, 30][mx.array(1)] == 20
+
+
+def test_astype():
+    a = mx.array([1.7, -1.7, 0.0])
+    assert a.astype(mx.int32).tolist() == [1, -1, 0]
+    assert a.astype(mx.bool_).tolist() == [True, True, False]
+    assert mx.astype(a, mx.float16).dtype is mx.float16
+
+
+# ---- operators against NumPy ---------------------------------------------------------
+
+ARITH = [operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+         operator.mod, operator.pow]
+COMPARE = [operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge]
+BITWISE = [operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift]
+
+
+def _close(got, want, dtype):
+    got = np.array(got)
+    assert got.dtype == np.dtype(dtype)
+    if got.dtype.kind == "f":
+        np.testing.assert_allclose(got, want.astype(got.dtype), rtol=2e-6, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(got, want.astype(got.dtype))
+
+
+@pytest.mark.parametrize("op", ARITH + COMPARE, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.int8, np.uint16])
+def test_binary_operators_vs_numpy(op, dtype, rng):
+    x = rng.integers(1, 5, (3, 4)).astype(dtype)
+    y = rng.integers(1, 4, (4,)).astype(dtype)
+
+    def check(got, want):  # MLX divides integers into float32, NumPy into float64
+        _close(got, want, np.float32 if want.dtype == np.float64 else want.dtype)
+    check(op(mx.array(x), mx.array(y)), op(x, y))
+    for s in (2, 3):  # reflected forms; a Python scalar takes the array's dtype
+        check(op(mx.array(x), s), op(x, np.asarray(s, dtype)))
+        check(op(s, mx.array(x)), op(np.asarray(s, dtype), x))
+
+
+@pytest.mark.parametrize("op", BITWISE, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.int64])
+def test_bitwise_operators_vs_numpy(op, dtype, rng):
+    x = rng.integers(0, 16, (5,)).astype(dtype)
+    y = rng.integers(0, 4, (5,)).astype(dtype)
+    _close(op(mx.array(x), mx.array(y)), op(x, y), dtype)
+    _close(op(mx.array(x), 1), op(x, dtype(1)), dtype)
+
+
+def test_bool_operators(mlx):
+    a, b = [True, False, True], [True, True, False]
+    for op in (operator.and_, operator.or_, operator.xor):
+        got = op(mx.array(a), mx.array(b))
+        assert got.dtype is mx.bool_ and got.tolist() == op(np.array(a), np.array(b)).tolist()
+    mixed = mx.array(a) & mx.array([3, 1, 2])
+    want = mlx.array(a) & mlx.array([3, 1, 2])
+    assert repr(mixed.dtype) == repr(want.dtype) and mixed.tolist() == want.tolist()
+    assert (~mx.array(a)).tolist() == [False, True, False]
+
+
+def test_unary_operators(rng):
+    x = rng.standard_normal((3, 3)).astype(np.float32)
+    np.testing.assert_array_equal(np.array(-mx.array(x)), -x)
+    np.testing.assert_array_equal(np.array(abs(mx.array(x))), abs(x))
+    np.testing.assert_array_equal(np.array(+mx.array(x)), x)
+    assert (~mx.array([1, 2])).tolist() == [-2, -3]
+    with pytest.raises(ValueError):
+        ~mx.array([1.0])
+    with pytest.raises(ValueError):
+        -mx.array([True])
+
+
+def test_matmul_operator_and_numpy_operand(rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    y = rng.standard_normal((4, 2)).astype(np.float32)
+    np.testing.assert_allclose(np.array(mx.array(x) @ mx.array(y)), x @ y, rtol=1e-5)
+    np.testing.assert_allclose(np.array(mx.array(x) @ y), x @ y, rtol=1e-5)
+    np.testing.assert_allclose(np.array(mx.array(x) + x), x + x)
+
+
+def test_inplace_operators_make_new_arrays():
+    a = mx.array([1, 2])
+    b = a
+    a += 1
+    assert a.tolist() == [2, 3] and b.tolist() == [1, 2]
+
+
+def test_operators_reject_other_types():
+    with pytest.raises(TypeError):
+        mx.array([1, 2]) + "a"
+    with pytest.raises(TypeError):
+        mx.array([1, 2]) * None
+    with pytest.raises(TypeError):
+        mx.array([1, 2]) + object()
+
+
+# ---- __getitem__ against NumPy ---------------------------------------------------------
+
+BASE = np.arange(2 * 3 * 4 * 5).reshape(2, 3, 4, 5).astype(np.int32)
+INDICES = [0, -1, 1, (1, 2), (-1, -2, 3), slice(None), slice(1, None), slice(None, None, -1),
+           (slice(None), 2), (Ellipsis, 1), (1, Ellipsis, slice(0, 3, 2)), None, (None, 1),
+           (slice(None), None, 0), (Ellipsis, None), (0, 0, 0, 0), (slice(5, 10),),
+           (slice(-3, -1), slice(None, None, 2)), (1, slice(None, None, -2), None, Ellipsis),
+           np.array([1, 0, 1]), (slice(None), np.array([2, 0])),
+           (np.array([0, 1]), np.array([1, 2])), (np.array([[0], [1]]), slice(None), np.array([1, 3])),
+           (Ellipsis, np.array([4, 0, -1])), (0, np.array([2, 1]), slice(None), 3),
+           (np.array([1, 0]), slice(None), np.array([1, 3])), [1, 0]]
+
+
+def host(a):
+    """A NumPy copy; 0-d results go through tolist (see the xfail in test_eval)."""
+    return np.array(a) if a.ndim else np.array(a.tolist())
+
+
+@pytest.mark.parametrize("index", INDICES, ids=[repr(i)[:40] for i in INDICES])
+def test_getitem_vs_numpy(index):
+    a = mx.array(BASE)
+    mx_index = tuple(mx.array(i) if isinstance(i, np.ndarray) else i for i in index) \
+        if isinstance(index, tuple) else (mx.array(index) if isinstance(index, np.ndarray)
+                                          else index)
+    want = BASE[index]
+    got = a[mx_index]
+    assert got.shape == want.shape  # known when built
+    np.testing.assert_array_equal(host(got), want)
+    if isinstance(index, (np.ndarray, tuple)):  # NumPy arrays work as indices too
+        np.testing.assert_array_equal(host(a[index]), want)
+
+
+def test_getitem_vs_mlx(mlx):
+    for index in INDICES:
+        conv = (lambda m: tuple(m.array(i) if isinstance(i, np.ndarray) else i for i in index)
+                if isinstance(index, tuple) else
+                (m.array(index) if isinstance(index, np.ndarray) else index))
+        got, want = mx.array(BASE)[conv(mx)], mlx.array(BASE)[conv(mlx)]
+        assert got.shape == tuple(want.shape) and got.tolist() == want.tolist()
+
+
+def test_getitem_errors():
+    a = mx.arange(5)
+    with pytest.raises(IndexError):
+        a[5]
+    with pytest.raises(IndexError):
+        a[1, 2]
+    with pytest.raises(IndexError):
+        a[..., ...]
+    with pytest.raises((TypeError, ValueError)):
+        a[1.0]
+    with pytest.raises((TypeError, ValueError)):
+        a["x"]
+    bad = a[mx.array([7])]
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        bad.tolist()
+
+
+def test_getitem_on_stream_and_lazy():
+    s = mx.new_stream(mx.cpu)
+    with mx.stream(s):
+        x = (mx.arange(10) * 2)[2:5]
+    assert x._stream.stream == s and x.tolist() == [4, 6, 8]
