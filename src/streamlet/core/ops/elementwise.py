@@ -277,9 +277,9 @@ def array_equal(a, b_, /, equal_nan=False, *, stream=None):
     return all_(equal(x, y, stream=stream), stream=stream)  # noqa: F821
 
 
-def divmod(a, b_, /, *, stream=None):
+def divmod(a, b, stream=None):  # noqa: F811 (`b` names the operand, as in MLX)
     """`[a // b, a % b]` elementwise: `mx.divmod(mx.array([7, -7]), 3)`."""
-    return [floor_divide(a, b_, stream=stream), remainder(a, b_, stream=stream)]  # noqa: F821
+    return [floor_divide(a, b, stream=stream), remainder(a, b, stream=stream)]  # noqa: F821
 
 
 def _nan_to_num(xp, a, nan, posinf, neginf):

@@ -9,6 +9,8 @@ import numpy as np
 from . import build as b
 from .build import dt
 
+_build = b
+
 
 def _inexact(op, x, y):
     d = dt.promote_types(x._dtype, y._dtype)
@@ -157,13 +159,13 @@ def einsum_path(subscripts, *operands):
 _KRON = b.make("kron", lambda xp, x, y, dtype: xp.kron(b.cast(x, dtype), b.cast(y, dtype)))
 
 
-def kron(a, b_, *, stream=None):
+def kron(a, b, *, stream=None):  # noqa: F811 (`b` names the operand, as in MLX)
     """The Kronecker product: every element of `a` times the whole of `b`."""
-    x, y, d = b.promote_pair(a, b_, "kron")
+    x, y, d = _build.promote_pair(a, b, "kron")
     n = max(x.ndim, y.ndim)
     xs, ys = (1,) * (n - x.ndim) + x._shape, (1,) * (n - y.ndim) + y._shape
     shape = tuple(p * q for p, q in zip(xs, ys))
-    return b.node(_KRON, (x, y), shape, d, {"dtype": d.np}, b.resolve(stream))
+    return _build.node(_KRON, (x, y), shape, d, {"dtype": d.np}, _build.resolve(stream))
 
 
 def trace(a, /, offset=0, axis1=0, axis2=1, dtype=None, *, stream=None):

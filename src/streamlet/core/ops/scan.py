@@ -83,7 +83,6 @@ def _make_scan(name, fn, rule, identity):
     if not takes_dtype:
         def op_(a, /, axis=None, *, reverse=False, inclusive=True, stream=None):
             return op(a, axis, reverse=reverse, inclusive=inclusive, stream=stream)
-        op_.__wrapped__ = op
         fn_ = op_
     else:
         fn_ = op
