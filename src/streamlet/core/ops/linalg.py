@@ -151,7 +151,8 @@ def _lu(xp, a):
     m, n = a.shape[-2:]
     k = min(m, n)
     lower = xp.tril(lu[..., :, :k], -1) + xp.eye(m, k, dtype=lu.dtype)
-    return perm, lower, xp.triu(lu[..., :k, :])
+    rows_of_a = xp.argsort(perm, axis=-1).astype(xp.uint32)
+    return rows_of_a, lower, xp.triu(lu[..., :k, :])
 
 
 def _lu_factor(xp, a):
@@ -206,12 +207,12 @@ def _cholesky_inv(xp, a, upper):
 
 
 def _det(xp, a, out):
-    return xp.linalg.det(a).astype(out)
+    return xp.asarray(xp.linalg.det(a)).astype(out)
 
 
 def _slogdet(xp, a, out):
     sign, logdet = xp.linalg.slogdet(a)
-    return sign.astype(out), logdet.astype(out)
+    return xp.asarray(sign).astype(out), xp.asarray(logdet).astype(out)
 
 
 def _solve_tri(xp, a, y, upper):
@@ -295,6 +296,9 @@ def _det_input(a, op, st):
     if a._shape[-1] != a._shape[-2]:
         raise ValueError(f"[{op}] Only defined for square matrices.")
     out = a._dtype if a._dtype.kind == "f" else dt.float32
+    if a._shape[-1] > 3 and out not in _REAL:  # MLX has closed forms up to 3 x 3 only
+        raise ValueError(f"[linalg::lu_factor] Arrays must have type float32 or float64. "
+                         f"Received array with type {a._dtype.name}.")
     compute = out if out in _REAL else dt.float32
     return _astype(a, compute, st), out
 
@@ -394,7 +398,7 @@ def eigvalsh(a, /, UPLO="L", *, stream=None):
 
 
 def lu(a, /, *, stream=None):
-    """(P, L, U) with `a[..., P, :] == L @ U`; P is a uint32 row permutation."""
+    """(P, L, U) with `a == (L @ U)[..., P, :]`; P is a uint32 row permutation."""
     st = b.resolve(stream)
     _cpu_only(st, "linalg::lu")
     a = _matrix(a, "linalg::lu")
@@ -466,9 +470,10 @@ _MATRIX_ORDS = (1, -1, 2, -2, math.inf, -math.inf, "fro", "nuc")
 def _norm(xp, x, ord, axis, keepdims, compute, out):
     x = b.cast(x, compute)
     if axis is None:
+        ones = (1,) * x.ndim
         x, axis = x.reshape(-1), 0
         if keepdims:
-            return xp.linalg.norm(x, ord=ord).astype(out).reshape((1,) * x.ndim)
+            return xp.asarray(xp.linalg.norm(x, ord=ord)).astype(out).reshape(ones)
     return xp.asarray(xp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)).astype(out)
 
 
@@ -520,14 +525,15 @@ def norm(a, /, ord=None, axis=None, keepdims=False, *, stream=None):
 
 
 def _cross(xp, x, y, axis, dtype):
-    x, y = b.cast(x, dtype), b.cast(y, dtype)
+    work = xp.int8 if dtype == xp.bool_ else dtype  # bool minus is xor, as in MLX
+    x, y = b.cast(x, work), b.cast(y, work)
     x, y = (xp.moveaxis(v, axis, -1) for v in (x, y))
     x, y = (v if v.shape[-1] == 3 else xp.concatenate([v, xp.zeros_like(v[..., :1])], -1)
             for v in (x, y))
     x1, x2, x3 = x[..., 0], x[..., 1], x[..., 2]
     y1, y2, y3 = y[..., 0], y[..., 1], y[..., 2]
     out = xp.stack([x2 * y3 - x3 * y2, x3 * y1 - x1 * y3, x1 * y2 - x2 * y1], -1)
-    return xp.moveaxis(out, -1, axis)
+    return b.cast(xp.moveaxis(out, -1, axis), dtype)
 
 
 _CROSS = b.make("linalg.cross", _cross)
