@@ -123,7 +123,7 @@ def roll(a, shift, axis=None, *, stream=None):
                   b.resolve(stream))
 
 
-_FLIP = b.make("flip", lambda xp, a, axis: xp.flip(a, axis))
+_FLIP = b.make("flip", lambda xp, a, axis: xp.asarray(xp.flip(a, axis)))
 
 
 def flip(a, /, axis=None, *, stream=None):

@@ -21,7 +21,8 @@ class _Slot:
 
 
 def _gather(xp, a, *arrays, index):
-    return a[tuple(arrays[s.i] if type(s) is _Slot else s for s in index)]
+    out = a[tuple(arrays[s.i] if type(s) is _Slot else s for s in index)]
+    return out if type(out) is xp.ndarray else xp.asarray(out)  # a[0] of 1-D is a scalar
 
 
 _pyslice = builtins.slice  # `slice` below is the op
@@ -137,10 +138,10 @@ def take_along_axis(a, /, indices, axis=-1, *, stream=None):
 
 
 def _dynamic_slice(xp, a, starts, axes, sizes):
-    index = [_pyslice(None)] * a.ndim
-    for ax, start, n in zip(axes, starts.tolist(), sizes):
-        start = min(max(int(start), 0), a.shape[ax] - n)
-        index[ax] = _pyslice(start, start + n)
+    index = [_pyslice(0, n) for n in sizes]
+    for ax, start in zip(axes, starts.tolist()):
+        start = min(max(int(start), 0), a.shape[ax] - sizes[ax])
+        index[ax] = _pyslice(start, start + sizes[ax])
     return a[tuple(index)]
 
 
@@ -157,18 +158,13 @@ def _slice_args(a, start_indices, axes, op):
 
 
 def slice(a, start_indices, axes, slice_size, *, stream=None):
-    """The block of `a` of size `slice_size` on `axes`, starting at `start_indices` (an
-    array, read when the op runs; starts are clamped so the block fits)."""
+    """The block of `a` of shape `slice_size` that starts at `start_indices` on `axes` (an
+    array, read when the op runs; starts are clamped so the block fits) and at 0 elsewhere."""
     a = b.as_array(a, "slice")
     starts, axes = _slice_args(a, start_indices, axes, "slice")
     sizes = tuple(int(n) for n in slice_size)
-    if len(sizes) != len(axes):
-        raise ValueError("[slice] Expected one slice size per axis.")
-    shape = list(a._shape)
-    for ax, n in zip(axes, sizes):
-        if not 0 <= n <= a._shape[ax]:
-            raise ValueError(f"[slice] Invalid slice size {n} for axis {ax} of size "
-                             f"{a._shape[ax]}.")
-        shape[ax] = n
-    return b.node(_SLICE, (a, starts), tuple(shape), a._dtype, {"axes": axes, "sizes": sizes},
+    if len(sizes) != a.ndim or any(not 0 <= n <= m for n, m in zip(sizes, a._shape)):
+        raise ValueError(f"[slice] Invalid slice size {sizes} for array with shape "
+                         f"{a._shape}.")
+    return b.node(_SLICE, (a, starts), sizes, a._dtype, {"axes": axes, "sizes": sizes},
                   b.resolve(stream))

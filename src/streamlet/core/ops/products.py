@@ -25,7 +25,8 @@ def _pair(a, b_, op):
     return b.as_array(a, op), b.as_array(b_, op)
 
 
-_INNER = b.make("inner", lambda xp, x, y, dtype: xp.inner(b.cast(x, dtype), b.cast(y, dtype)))
+_INNER = b.make("inner", lambda xp, x, y, dtype:
+                 xp.asarray(xp.inner(b.cast(x, dtype), b.cast(y, dtype))))
 
 
 def inner(a, b_, /, *, stream=None):
@@ -70,7 +71,7 @@ def _tensordot_axes(x, y, axes):
 
 
 _TENSORDOT = b.make("tensordot", lambda xp, x, y, axes, dtype:
-                    xp.tensordot(b.cast(x, dtype), b.cast(y, dtype), axes))
+                    xp.asarray(xp.tensordot(b.cast(x, dtype), b.cast(y, dtype), axes)))
 
 
 def tensordot(a, b_, /, axes=2, *, stream=None):
@@ -129,7 +130,8 @@ def _einsum_shape(subscripts, shapes):
 
 
 def _einsum(xp, *operands, subscripts, dtype):
-    return xp.einsum(subscripts, *[b.cast(x, dtype) for x in operands], optimize="greedy")
+    return xp.asarray(xp.einsum(subscripts, *[b.cast(x, dtype) for x in operands],
+                                optimize="greedy"))
 
 
 _EINSUM = b.make("einsum", _einsum)

@@ -201,7 +201,7 @@ def put_along_axis(a, /, indices, values, axis=None, *, stream=None):
 
 def _slice_update(xp, a, update, starts, axes):
     out = a.copy()
-    index = [_pyslice(None)] * a.ndim
+    index = [_pyslice(0, n) for n in update.shape]
     for ax, start in zip(axes, starts.tolist()):
         n = update.shape[ax]
         start = min(max(int(start), 0), a.shape[ax] - n)
@@ -222,12 +222,10 @@ def slice_update(a, update, start_indices, axes, *, stream=None):
     a = b.as_array(a, "slice_update")
     starts, axes = _slice_args(a, start_indices, axes, "slice_update")
     update = b.as_array(update, "slice_update")
-    if update.ndim != a.ndim:
-        update = broadcast_to(update, tuple(a._shape[i] if i not in axes else 1
-                                            for i in range(a.ndim)) if update.ndim == 0
-                              else update._shape, stream=stream)
-    if update.ndim != a.ndim or any(u > n or (u != n and i not in axes)
-                                    for i, (u, n) in enumerate(zip(update._shape, a._shape))):
+    if update.ndim < a.ndim:
+        update = broadcast_to(update, (1,) * (a.ndim - update.ndim) + update._shape,
+                              stream=stream)
+    if update.ndim != a.ndim or any(u > n for u, n in zip(update._shape, a._shape)):
         raise ValueError(f"[slice_update] Update of shape {update._shape} does not fit array "
                          f"of shape {a._shape} on axes {axes}.")
     update = astype(update, a._dtype, stream=stream)
