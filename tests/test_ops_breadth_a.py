@@ -433,3 +433,9 @@ def test_einsum_path_reports_a_contraction_order():
     path, text = mx.einsum_path("ij,jk,kl->il", a, b_, c)
     assert len(path) == 2 and all(isinstance(p, tuple) for p in path)
     assert "ij,jk,kl->il" in text
+
+
+def test_bytes_and_array_namespace(mlx):
+    a = mx.array([1, 2, 300], dtype=mx.uint16)
+    assert bytes(a) == bytes(mlx.array([1, 2, 300], dtype=mlx.uint16))
+    assert a.__array_namespace__() is mx

@@ -90,3 +90,10 @@ def _install_breadth():
     array.__setitem__ = assign
     array.__div__ = array.__truediv__
     array.__rdiv__ = array.__rtruediv__
+    array.__bytes__ = lambda self: self._host().tobytes()
+    array.__array_namespace__ = lambda self, *, api_version=None: _namespace()
+
+
+def _namespace():
+    import streamlet.core
+    return streamlet.core
