@@ -439,3 +439,18 @@ def test_bytes_and_array_namespace(mlx):
     a = mx.array([1, 2, 300], dtype=mx.uint16)
     assert bytes(a) == bytes(mlx.array([1, 2, 300], dtype=mlx.uint16))
     assert a.__array_namespace__() is mx
+
+
+@settings(max_examples=25, deadline=None)
+@given(_arrays(["float32", "int32"], min_dims=1), st.data())
+def test_along_axis_match_numpy(a, data):
+    axis = data.draw(st.integers(0, a.ndim - 1))
+    n = a.shape[axis]
+    shape = a.shape[:axis] + (data.draw(st.integers(1, 4)),) + a.shape[axis + 1:]
+    idx = data.draw(hnp.arrays(np.int32, shape, elements=st.integers(0, n - 1)))
+    got = mx.take_along_axis(mx.array(a), mx.array(idx), axis)
+    np.testing.assert_array_equal(got, np.take_along_axis(a, idx, axis))
+    want = a.copy()
+    np.put_along_axis(want, idx, 99, axis)
+    got = mx.put_along_axis(mx.array(a), mx.array(idx), mx.array(99, mx.int32), axis)
+    np.testing.assert_array_equal(got, want)

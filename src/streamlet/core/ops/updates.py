@@ -172,10 +172,12 @@ class ArrayAt:
 
 
 def _put_along(xp, a, indices, values, axis, shape):
+    # fancy indexing rather than xp.put_along_axis, which CuPy lacks
+    index = tuple(indices if i == axis else
+                  xp.arange(n).reshape((1,) * i + (n,) + (1,) * (len(shape) - i - 1))
+                  for i, n in enumerate(shape))
     out = a.copy()
-    idx = xp.broadcast_to(indices, shape)
-    xp.put_along_axis(out, idx, xp.broadcast_to(values.astype(out.dtype, copy=False), shape),
-                      axis)
+    out[index] = xp.broadcast_to(values.astype(out.dtype, copy=False), shape)
     return out
 
 
