@@ -17,6 +17,9 @@ class DtypeCategory(enum.Enum):
     number = 6
     generic = 7
 
+    def __repr__(self):
+        return f"DtypeCategory.{self.name}"
+
 
 # kind: 'b' bool, 'u' unsigned, 'i' signed, 'f' float, 'c' complex
 class Dtype:

@@ -6,6 +6,7 @@ three items at each end of any axis longer than six, and never wraps lines.
 from __future__ import annotations
 
 import contextlib
+import math
 
 import numpy as np
 
@@ -55,7 +56,9 @@ def printoptions(precision: int = -1):
 
 
 def _float_text(x: float, precision: int) -> str:
-    if precision < 0 or x != x or x in (float("inf"), float("-inf")):
+    if x != x:  # C's printf, which MLX uses, shows the sign of a NaN
+        return "-nan" if math.copysign(1.0, x) < 0 else "nan"
+    if precision < 0 or x in (float("inf"), float("-inf")):
         return f"{x:g}"
     return f"{x:.{precision}f}"
 
