@@ -85,7 +85,9 @@ def erfinv_f32(xp, a):
     return a * p
 
 
-def erfinv_kernel(xp, a, dtype):
+def erfinv_kernel(xp, a, dtype=None):
+    """erfinv in float32 (float64 inputs: rounded back up); `dtype` defaults to the input's."""
+    dtype = a.dtype if dtype is None else dtype
     out = erfinv_f32(xp, a)
     return out.astype(np.float64) if dtype == np.float64 else out.astype(dtype, copy=False)
 
@@ -109,8 +111,9 @@ def _erfc_fraction(xp, x):
     return xp.exp(-x * x) / (math.sqrt(math.pi) * f)
 
 
-def erf_kernel(xp, a, dtype):
-    """erf computed in float64 and rounded to the input's dtype."""
+def erf_kernel(xp, a, dtype=None):
+    """erf computed in float64 and rounded to `dtype` (by default the input's)."""
+    dtype = a.dtype if dtype is None else dtype
     x = a.astype(np.float64)
     ax = xp.abs(x)
     small = ax < 2.5
