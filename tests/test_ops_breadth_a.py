@@ -149,6 +149,7 @@ CASES = {
     "arccosh_atan2_pow": lambda M: [M.arccosh(M.array([1.5])), M.atan2(M.array([1.0]), 2.0),
                                     M.pow(M.array([2, 3]), 2)],
     "reciprocal": lambda M: M.reciprocal(M.array([1, 2, 4])),
+    "matrix_norm": lambda M: M.matrix_norm(M.array(X), "fro", axis=(0, 1)),
 }
 for _s in ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"):
     CASES[f"{_s}_reverse_exclusive"] = (
