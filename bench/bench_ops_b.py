@@ -1,0 +1,83 @@
+"""Side-by-side timings of fft transforms and linear algebra: streamlet, mlx and NumPy.
+
+Run: `.venv/bin/python bench/bench_ops_b.py`.  Each op is built and evaluated from
+scratch per repetition (inputs already evaluated); the median of 5 after one warm-up
+is reported with ratios to NumPy and to mlx.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+import streamlet.core as sl
+
+try:
+    import mlx.core as mlx
+except ImportError:  # mlx is an optional oracle
+    mlx = None
+
+RNG = np.random.default_rng(0)
+SIG = RNG.standard_normal((64, 16384)).astype(np.float32)
+Z = (RNG.standard_normal((64, 16384)) + 1j * RNG.standard_normal((64, 16384))).astype(
+    np.complex64)
+IMG = RNG.standard_normal((16, 256, 256)).astype(np.float32)
+M512 = (RNG.standard_normal((512, 512)) + 512 * np.eye(512)).astype(np.float32)
+AUDIO = RNG.standard_normal(1 << 20).astype(np.float32)
+
+
+def _np_stft(x, n_fft=512, hop=128):
+    pad = np.pad(x, n_fft // 2, mode="reflect")
+    frames = np.lib.stride_tricks.sliding_window_view(pad, n_fft)[::hop]
+    return np.fft.rfft(frames, axis=-1).astype(np.complex64).T
+
+
+# name: (NumPy version, version for an mlx-like module M given prepared inputs)
+CASES = {
+    "fft complex 64x16384": (lambda: np.fft.fft(Z), lambda M, z, *_: M.fft.fft(z)),
+    "rfft 64x16384": (lambda: np.fft.rfft(SIG), lambda M, z, s, *_: M.fft.rfft(s)),
+    "irfft 64x8193 -> 64x16384": (
+        lambda: np.fft.irfft(np.fft.rfft(SIG)),
+        lambda M, z, s, *_: M.fft.irfft(M.fft.rfft(s))),
+    "fft2 16x256x256 (real in)": (lambda: np.fft.fft2(IMG).astype(np.complex64),
+                                  lambda M, z, s, img, *_: M.fft.fft2(img)),
+    "stft n_fft=512 hop=128 of 1M": (lambda: _np_stft(AUDIO),
+                                     lambda M, z, s, img, m, a: M.fft.stft(a, n_fft=512,
+                                                                          hop_length=128)),
+    "linalg.inv 512x512": (lambda: np.linalg.inv(M512),
+                           lambda M, z, s, img, m, a: M.linalg.inv(m, stream=M.cpu)),
+    "linalg.svd 512x512": (lambda: np.linalg.svd(M512),
+                           lambda M, z, s, img, m, a: M.linalg.svd(m, stream=M.cpu)),
+}
+
+
+def _median_time(fn, reps=5):
+    fn()  # warm up
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _lazy(M, fn):
+    inputs = [M.array(x) for x in (Z, SIG, IMG, M512, AUDIO)]
+    M.eval(*inputs)
+    return lambda: M.eval(fn(M, *inputs))
+
+
+def main():
+    print(f"{'op':32} {'numpy ms':>9} {'streamlet ms':>13} {'mlx ms':>8} "
+          f"{'sl/np':>6} {'sl/mlx':>7}")
+    for name, (np_fn, fn) in CASES.items():
+        t_np = _median_time(np_fn)
+        t_sl = _median_time(_lazy(sl, fn))
+        t_mx = _median_time(_lazy(mlx, fn)) if mlx is not None else float("nan")
+        print(f"{name:32} {t_np * 1e3:9.2f} {t_sl * 1e3:13.2f} {t_mx * 1e3:8.2f} "
+              f"{t_sl / t_np:6.2f} {t_sl / t_mx:7.2f}")
+
+
+if __name__ == "__main__":
+    main()
