@@ -1,1 +1,440 @@
-"""Random numbers (issue 3): being written."""
+"""Random numbers: MLX's key-based Threefry generator, bit for bit (DESIGN §6).
+
+>>> import streamlet.core as mx
+>>> mx.random.split(mx.random.key(0)).tolist()
+[[4146024105, 967050713], [2718843009, 1272950319]]
+
+Every draw is a lazy op whose inputs include its key, so a key made on one stream and
+used on another is ordered like any other input.  The global key sequence (`seed`,
+draws without `key=`) is per thread and advances eagerly on the host: a tiny pure-Python
+hash, so long unevaluated chains of split keys never build up in the graph.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import threading
+import time
+
+import numpy as np
+
+from . import stream as _stream
+from .ops import build as b
+from .ops import elementwise as ew
+from .ops import threefry as tf
+from .ops.build import dt
+from .ops.creation import astype
+from .ops.linalg import matmul
+from .ops.reduction import argmax
+from .ops.shape import expand_dims, squeeze
+from .ops.special import logf_glibc
+
+_M32 = 0xFFFFFFFF
+_BERNOULLI_UPPER = np.nextafter(np.float32(_M32), np.float32(np.inf))  # 2^32 + 512
+
+
+# -- keys and the per-thread sequence ------------------------------------------------------
+def _hash_py(key, c0, c1):
+    """One Threefry-2x32 hash in Python ints (for the host-side key sequence)."""
+    ks = tf.key_schedule(*key)
+    x0, x1 = (c0 + ks[0]) & _M32, (c1 + ks[1]) & _M32
+    for i in range(5):
+        for r in tf.ROTATIONS[i % 2]:
+            x0 = (x0 + x1) & _M32
+            x1 = ((x1 << r) | (x1 >> (32 - r))) & _M32 ^ x0
+        x0 = (x0 + ks[(i + 1) % 3]) & _M32
+        x1 = (x1 + ks[(i + 2) % 3] + i + 1) & _M32
+    return x0, x1
+
+
+def _split_py(key):
+    """`split(key)` on the host: (next key, subkey) as pairs of ints."""
+    a = _hash_py(key, 0, 2)
+    c = _hash_py(key, 1, 3)
+    return (a[0], c[0]), (a[1], c[1])
+
+
+class _Local(threading.local):
+    key = None  # this thread's (k0, k1); made from the clock on first use, as MLX does
+
+
+_local = _Local()
+
+
+def _check_seed(seed, op):
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"[{op}] Expected an integer seed, got {type(seed).__name__}.")
+    if not 0 <= int(seed) < 1 << 64:
+        raise ValueError(f"[{op}] Seed {seed} is outside [0, 2**64).")
+    return int(seed)
+
+
+def _key_pair(seed):
+    return seed >> 32 & _M32, seed & _M32
+
+
+def _key_array(pair):
+    return b.array(np.array(pair, np.uint32))
+
+
+def key(seed: int):
+    """A PRNG key from a seed: the words (seed >> 32, seed & 0xffffffff).
+
+    >>> key(2**32 + 5).tolist()
+    [1, 5]
+    """
+    return _key_array(_key_pair(_check_seed(seed, "key")))
+
+
+def seed(seed: int) -> None:
+    """Seed this thread's global key sequence; the next draw uses `split(key(seed))[1]`."""
+    _local.key = _key_pair(_check_seed(seed, "seed"))
+
+
+def _next_key():
+    if _local.key is None:
+        _local.key = _key_pair(time.time_ns() // 1_000_000)
+    _local.key, sub = _split_py(_local.key)
+    return _key_array(sub)
+
+
+def _reset():
+    _local.key = None
+
+
+_stream._clear_hooks.append(_reset)
+
+
+def _get_key(k, op):
+    """The key a draw uses: `k` checked, or the next of this thread's sequence."""
+    if k is None:
+        return _next_key()
+    if isinstance(k, np.ndarray):
+        k = b.array(k)
+    if not isinstance(k, b.array):
+        raise TypeError(f"[{op}] Expected a key array for key=, got {type(k).__name__}.")
+    if k.dtype is not dt.uint32:
+        raise ValueError(f"[{op}] Expected key type uint32 but received {k.dtype}.")
+    if k.shape != (2,):
+        raise ValueError(f"[{op}] Expected key shape (2,) but received {k.shape}.")
+    return k
+
+
+def _shape(shape, op):
+    return () if shape is None else b.check_shape(shape, op)
+
+
+def _float_dtype(dtype, op, complex_ok=False):
+    d = dt.float32 if dtype is None else dt.as_dtype(dtype)
+    if d.kind != "f" and not (complex_ok and d is dt.complex64):
+        raise ValueError(f"[{op}] Can only generate random numbers with a real floating "
+                         f"point type, got {d}.")
+    return d
+
+
+# -- primitives ------------------------------------------------------------------------------
+def _bits_kernel(xp, keys, nbytes, npdtype, shape):
+    raw = tf.key_bytes(xp, keys.reshape(-1, 2), nbytes)
+    return raw.view(npdtype).reshape(keys.shape[:-1] + shape)
+
+
+def _unit_kernel(xp, k, upper, npdtype, shape):
+    """MLX's uniform on [0, 1) of `npdtype` (before low/high are applied)."""
+    u = tf.fill(xp, k.tolist(), math.prod(shape), tf.UNIT, upper)
+    return u.astype(npdtype, copy=False).reshape(shape)
+
+
+def _normal_kernel(xp, k, npdtype, shape, mode):
+    """erfinv(uniform(-1, 1)) cast to the dtype; times sqrt(2) in mode "standard".
+
+    Mode "complex" views pairs as complex64 and does not scale them, as MLX does.
+    """
+    e = tf.fill(xp, k.tolist(), math.prod(shape) * (2 if mode == "complex" else 1),
+                tf.ERFINV_UNIT)
+    if mode == "complex":
+        return e.view(np.complex64).reshape(shape)
+    e = e.astype(npdtype, copy=False)
+    if mode == "standard":
+        xp.multiply(e, npdtype.type(math.sqrt(2.0)), out=e)
+    return e.reshape(shape)
+
+
+def _log_as_mlx(xp, x):
+    """MLX's CPU log: glibc's logf, rounded back to half types."""
+    return logf_glibc(xp, x).astype(x.dtype, copy=False)
+
+
+def _gumbel_kernel(xp, k, upper, npdtype, shape):
+    u = _unit_kernel(xp, k, upper, npdtype, shape)
+    return -_log_as_mlx(xp, -_log_as_mlx(xp, u))
+
+
+def _permutation_kernel(xp, k, n):
+    w = tf.fill(xp, k.tolist(), n)
+    return xp.argsort(w, kind="stable").astype(np.uint32)
+
+
+def _take_kernel(xp, a, idx, axis):
+    return xp.take(a, idx.astype(np.int64), axis=axis)
+
+
+def _sqrt_cov_kernel(xp, cov):
+    """U sqrt(S) Vt of each covariance matrix, in float32 as MLX computes it."""
+    u, s, vt = xp.linalg.svd(cov.astype(np.float32), full_matrices=True)
+    return ((u * xp.sqrt(s)[..., None, :]) @ vt).astype(np.float32)
+
+
+RANDOM_BITS = b.make("random_bits", _bits_kernel)
+UNIFORM = b.make("uniform", _unit_kernel)
+NORMAL = b.make("normal", _normal_kernel)
+GUMBEL = b.make("gumbel", _gumbel_kernel)
+PERMUTATION = b.make("permutation", _permutation_kernel)
+TAKE = b.make("permutation_take", _take_kernel)
+SQRT_COV = b.make("multivariate_normal_sqrt_cov", _sqrt_cov_kernel)
+
+_BELOW_ONE = {dt.float32: tf.BELOW_ONE}
+
+
+def _upper(d):
+    """The largest value below 1 in dtype `d`, as float32 (MLX clamps uniform draws to it)."""
+    if d not in _BELOW_ONE:
+        _BELOW_ONE[d] = np.float32(np.nextafter(d.np.type(1), d.np.type(0)))
+    return _BELOW_ONE[d]
+
+
+# -- public functions ------------------------------------------------------------------------
+def bits(shape=(), width=4, key=None, *, stream=None):
+    """Raw random bits: unsigned integers of `width` bytes (1, 2 or 4)."""
+    shape = _shape(shape, "bits")
+    kinds = {4: dt.uint32, 2: dt.uint16, 1: dt.uint8}
+    if width not in kinds:
+        raise ValueError(f"[bits] Bit width must be in {{1, 2, 4}} but got {width}.")
+    k = _get_key(key, "bits")
+    d = kinds[width]
+    params = {"nbytes": width * math.prod(shape), "npdtype": d.np, "shape": shape}
+    return b.node(RANDOM_BITS, (k,), shape, d, params, b.resolve(stream))
+
+
+def split(key, num=2, *, stream=None):
+    """`num` new keys from `key`, as an array of shape (num, 2).
+
+    >>> split(key(1), 3).shape
+    (3, 2)
+    """
+    if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 0:
+        raise ValueError(f"[split] Expected a non-negative number of keys, got {num!r}.")
+    if key is None:
+        raise TypeError("[split] Expected a key array, got None.")
+    return bits((int(num), 2), 4, _get_key(key, "split"), stream=stream)
+
+
+def _bound(x, d, op, stream):
+    """A bound (scalar or array) converted as MLX does: to an array, then to `d`."""
+    return astype(b.as_array(x, op), d, stream=stream)
+
+
+def uniform(low=0, high=1, shape=(), dtype=dt.float32, key=None, *, stream=None):
+    """Uniform samples in [low, high) of a real floating dtype.
+
+    >>> uniform(shape=(2,), key=key(0)).tolist()
+    [0.41845703125, 0.9944070577621460]  # doctest: +SKIP
+    """
+    shape = _shape(shape, "uniform")
+    d = _float_dtype(dtype, "uniform")
+    k = _get_key(key, "uniform")
+    st = b.resolve(stream)
+    default = _is_number(low, 0) and _is_number(high, 1)
+    if not default:
+        lo, hi = _bound(low, d, "uniform", stream), _bound(high, d, "uniform", stream)
+        rng = ew.subtract(hi, lo, stream=stream)
+        out_shape = b.broadcast_shapes(shape, rng.shape, op="uniform")
+        if out_shape != shape:
+            raise ValueError(f"[uniform] Cannot generate random values of shape {shape} "
+                             f"from broadcasted shape {out_shape}.")
+    params = {"upper": _upper(d), "npdtype": d.np, "shape": shape}
+    u = b.node(UNIFORM, (k,), shape, d, params, st)
+    if default:  # 1 * u + 0 == u exactly
+        return u
+    return ew.add(ew.multiply(rng, u, stream=stream), lo, stream=stream)
+
+
+def _is_number(x, value):
+    return b.is_scalar(x) and not isinstance(x, bool) and x == value
+
+
+def normal(shape=(), dtype=dt.float32, loc=None, scale=None, key=None, *, stream=None):
+    """Normal samples: erfinv of a uniform draw times sqrt(2), then `* scale + loc`."""
+    shape = _shape(shape, "normal")
+    d = _float_dtype(dtype, "normal", complex_ok=True)
+    k = _get_key(key, "normal")
+    st = b.resolve(stream)
+    if d is dt.complex64:
+        out = _normal_node(k, shape, d, st, "complex")
+        if scale is not None:
+            out = ew.multiply(scale, out, stream=stream)
+        return out if loc is None else ew.add(loc, out, stream=stream)
+    if scale is not None and not _is_number(scale, 1):
+        # MLX scales sqrt(2) first: (sqrt(2) * scale) * erfinv(u)
+        e = _normal_node(k, shape, d, st, "unscaled")
+        scale = _bound(scale, d, "normal", stream)
+        applied = ew.multiply(b.const(math.sqrt(2.0), d), scale, stream=stream)
+        out = ew.multiply(applied, e, stream=stream)
+    else:
+        out = _normal_node(k, shape, d, st, "standard")
+    if loc is not None and not _is_number(loc, 0):
+        out = ew.add(_bound(loc, d, "normal", stream), out, stream=stream)
+    return out
+
+
+def _normal_node(k, shape, d, st, mode):
+    return b.node(NORMAL, (k,), shape, d, {"npdtype": d.np, "shape": shape, "mode": mode}, st)
+
+
+def randint(low, high, shape=(), dtype=dt.int32, key=None, *, stream=None):
+    """Integers in [low, high): floor of a uniform draw, clamped to [low, high - 1]."""
+    shape = _shape(shape, "randint")
+    d = dt.as_dtype(dtype)
+    if d.kind not in "biu":
+        raise ValueError(f"[randint] randint only accepts integer dtypes and bool, got {d}.")
+    if b.is_scalar(low) and b.is_scalar(high) and low > high:
+        raise ValueError(f"[randint] low ({low}) must not be greater than high ({high}).")
+    k = _get_key(key, "randint")
+    lo, hi = b.as_array(low, "randint"), b.as_array(high, "randint")
+    u = ew.floor(uniform(lo, hi, shape, dt.float32, k, stream=stream), stream=stream)
+    if d is dt.bool_:
+        return astype(ew.maximum(u, lo, stream=stream), d, stream=stream)
+    # NOTE: MLX 0.32.4 rounds down, then clamps to [low, high - 1] in the output dtype
+    # (float32 rounding can reach `high`; bounds outside the dtype wrap first)
+    top = ew.subtract(astype(hi, d, stream=stream), 1, stream=stream)
+    x = ew.minimum(astype(u, d, stream=stream), top, stream=stream)
+    return ew.maximum(x, astype(lo, d, stream=stream), stream=stream)
+
+
+def bernoulli(p=0.5, shape=None, key=None, *, stream=None):
+    """Booleans that are True with probability `p` (a float or a float array)."""
+    if b.is_scalar(p) and not 0.0 <= p <= 1.0:
+        raise ValueError(f"[bernoulli] p must be in [0, 1], got {p}.")
+    p = b.as_array(p, "bernoulli")
+    if p.dtype.kind != "f":
+        raise ValueError(f"[bernoulli] bernoulli probability `p` must be a float type, "
+                         f"got {p.dtype}.")
+    shape = p.shape if shape is None else _shape(shape, "bernoulli")
+    if b.broadcast_shapes(shape, p.shape, op="bernoulli") != shape:
+        raise ValueError(f"[bernoulli] shape of `p` {p.shape} is incompatible with "
+                         f"argument `shape` {shape}.")
+    k = _get_key(key, "bernoulli")
+    upper = b.array(np.float32(_BERNOULLI_UPPER))
+    threshold = ew.multiply(p, upper, stream=stream)
+    return ew.less(bits(shape, 4, k, stream=stream), threshold, stream=stream)
+
+
+def truncated_normal(lower, upper, shape=None, dtype=dt.float32, key=None, *, stream=None):
+    """Normal samples conditioned on (lower, upper), by inverting the CDF as MLX does."""
+    d = _float_dtype(dtype, "truncated_normal")
+    k = _get_key(key, "truncated_normal")
+    lo = _bound(lower, d, "truncated_normal", stream)
+    hi = _bound(upper, d, "truncated_normal", stream)
+    if shape is None:
+        shape = b.broadcast_shapes(lo.shape, hi.shape, op="truncated_normal")
+    shape = _shape(shape, "truncated_normal")
+    sqrt2 = b.const(math.sqrt(2.0), d)
+    a = ew.erf(ew.divide(lo, sqrt2, stream=stream), stream=stream)
+    c = ew.erf(ew.divide(hi, sqrt2, stream=stream), stream=stream)
+    u = uniform(a, c, shape, d, k, stream=stream)
+    out = ew.multiply(sqrt2, ew.erfinv(u, stream=stream), stream=stream)
+    return ew.maximum(ew.minimum(hi, out, stream=stream), lo, stream=stream)
+
+
+def gumbel(shape=(), dtype=dt.float32, key=None, *, stream=None):
+    """Standard Gumbel samples: -log(-log(uniform)) with MLX's log."""
+    shape = _shape(shape, "gumbel")
+    d = _float_dtype(dtype, "gumbel")
+    k = _get_key(key, "gumbel")
+    params = {"upper": _upper(d), "npdtype": d.np, "shape": shape}
+    return b.node(GUMBEL, (k,), shape, d, params, b.resolve(stream))
+
+
+def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, *, stream=None):
+    """Indices sampled from the unnormalized log-probabilities `logits` along `axis`."""
+    logits = b.as_array(logits, "categorical")
+    if shape is not None and num_samples is not None:
+        raise ValueError("[categorical] At most one of shape or num_samples can be specified.")
+    ax = b.normalize_axis(axis, logits.ndim, "categorical")
+    reduced = logits.shape[:ax] + logits.shape[ax + 1:]
+    if num_samples is not None:
+        if num_samples < 0:
+            raise ValueError(f"[categorical] num_samples must be >= 0, got {num_samples}.")
+        logits = expand_dims(logits, -1, stream=stream)
+        shape = reduced + (int(num_samples),)
+    elif shape is None:
+        shape = reduced
+    else:
+        shape = _shape(shape, "categorical")
+        if b.broadcast_shapes(shape, reduced, op="categorical") != shape:
+            raise ValueError(f"[categorical] Requested shape {shape} is not broadcast "
+                             f"compatible with reduced logits shape {reduced}.")
+    offset = ax + len(shape) - logits.ndim + 1
+    g_shape = shape[:offset] + (logits.shape[ax],) + shape[offset:]
+    g = gumbel(g_shape, dt.float32, _get_key(key, "categorical"), stream=stream)
+    return argmax(ew.add(g, logits, stream=stream), offset, stream=stream)
+
+
+def laplace(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None, *, stream=None):
+    """Laplace samples by inverting the CDF of a uniform draw in (-1, 1), as MLX does."""
+    shape = _shape(shape, "laplace")
+    d = _float_dtype(dtype, "laplace")
+    u = uniform(tf.NORMAL_LOW, 1.0, shape, dt.float32, _get_key(key, "laplace"), stream=stream)
+    mag = ew.log1p(ew.negative(ew.abs(u, stream=stream), stream=stream), stream=stream)
+    out = astype(ew.multiply(ew.sign(u, stream=stream), mag, stream=stream), d, stream=stream)
+    if scale != 1.0:
+        out = ew.multiply(b.const(scale, d), out, stream=stream)
+    if loc != 0.0:
+        out = ew.add(b.const(loc, d), out, stream=stream)
+    return out
+
+
+def multivariate_normal(mean, cov, shape=(), dtype=dt.float32, key=None, *, stream=None):
+    """Jointly normal samples: mean + z @ (U sqrt(S) Vt) with (U, S, Vt) the SVD of `cov`."""
+    d = dt.as_dtype(dtype)
+    if d is not dt.float32:
+        raise ValueError(f"[multivariate_normal] dtype must be float32, got {d}.")
+    mean, cov = b.as_array(mean, "multivariate_normal"), b.as_array(cov, "multivariate_normal")
+    if mean.ndim < 1 or cov.ndim < 2:
+        raise ValueError(f"[multivariate_normal] mean needs >= 1 and cov >= 2 dimensions, "
+                         f"got shapes {mean.shape} and {cov.shape}.")
+    n = mean.shape[-1]
+    if cov.shape[-1] != cov.shape[-2] or cov.shape[-1] != n:
+        raise ValueError(f"[multivariate_normal] mean and cov have incompatible shapes "
+                         f"{mean.shape} and {cov.shape}.")
+    shape = _shape(shape, "multivariate_normal")
+    out = b.broadcast_shapes(cov.shape[:-2], mean.shape[:-1], op="multivariate_normal")
+    out = b.broadcast_shapes(out, shape, op="multivariate_normal") + (n,)
+    st = b.resolve(stream)
+    std = b.node(SQRT_COV, (cov,), cov.shape, dt.float32, b.NO_PARAMS, st)
+    z = normal(out, d, key=_get_key(key, "multivariate_normal"), stream=stream)
+    row = expand_dims(z, -2, stream=stream)
+    scaled = squeeze(matmul(row, std, stream=stream), -2, stream=stream)
+    return ew.add(mean, scaled, stream=stream)
+
+
+def permutation(x, axis=0, key=None, *, stream=None):
+    """A random permutation of range(x), or of `x`'s entries along `axis`.
+
+    >>> sorted(permutation(5, key=key(0)).tolist())
+    [0, 1, 2, 3, 4]
+    """
+    st = b.resolve(stream)
+    if b.is_scalar(x):
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0:
+            raise ValueError(f"[permutation] Expected a non-negative integer, got {x!r}.")
+        k = _get_key(key, "permutation")
+        return b.node(PERMUTATION, (k,), (int(x),), dt.uint32, {"n": int(x)}, st)
+    x = b.as_array(x, "permutation")
+    ax = b.normalize_axis(axis, x.ndim, "permutation")
+    idx = permutation(x.shape[ax], key=key, stream=stream)
+    return b.node(TAKE, (x, idx), x.shape, x.dtype, {"axis": ax}, st)
+
+
+__all__ = ["bernoulli", "bits", "categorical", "gumbel", "key", "laplace",
+           "multivariate_normal", "normal", "permutation", "randint", "seed", "split",
+           "truncated_normal", "uniform"]

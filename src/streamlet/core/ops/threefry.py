@@ -1,0 +1,151 @@
+"""Threefry-2x32 (20 rounds) over whole arrays, laid out as MLX lays out random bits.
+
+For one key, n words come from floor(n/2) counter pairs: the pair (y, y + H), H = ceil(n/2),
+hashes to words y and y + H; when n is odd the middle word is the first half of the hash
+of (n // 2, 0).  Counter ranges are independent, so the work is cut into cache-sized
+chunks, each run as a sequence of in-place NumPy ops, and the chunks are shared between
+the calling thread and a worker (NumPy releases the GIL).  Where numba is installed a
+compiled loop does the same work (`fast` extra); both give the same bits.
+
+A *transform* turns hashed words into output values chunk by chunk (`WORDS`, `UNIT`,
+`SIGNED_UNIT`); each has a NumPy form and a numba form that round identically.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .special import erfinv_f32
+
+ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
+PARITY = 0x1BD11BDA
+CHUNK = 1 << 14          # counter pairs per chunk: a few 64 KiB buffers, resident in L2
+PARALLEL_MIN = 1 << 16   # below this many pairs one thread does it all
+NUMBA_MIN = 1 << 12      # below this many pairs NumPy is as fast as compiled code
+TWO_M32 = np.float32(2.0 ** -32)     # float32(bits) / float32(2^32 - 1) == float32(bits) * 2^-32
+BELOW_ONE = np.float32(np.nextafter(np.float32(1), np.float32(0)))
+NORMAL_LOW = np.float32(np.nextafter(np.float32(-1), np.float32(0)))
+
+_pool = None
+
+
+def _executor():
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1), "streamlet-threefry")
+    return _pool
+
+
+def key_schedule(k0, k1):
+    k0, k1 = int(k0) & 0xFFFFFFFF, int(k1) & 0xFFFFFFFF
+    return k0, k1, k0 ^ k1 ^ PARITY
+
+
+def hash_inplace(xp, key, x0, x1, tmp):
+    """Threefry-2x32 of the counter pairs (x0, x1) under `key`, in place (uint32 arrays)."""
+    ks = key_schedule(*key)
+    u32 = np.uint32
+    xp.add(x0, u32(ks[0]), out=x0)
+    xp.add(x1, u32(ks[1]), out=x1)
+    for i in range(5):
+        for r in ROTATIONS[i % 2]:
+            xp.add(x0, x1, out=x0)
+            xp.left_shift(x1, u32(r), out=tmp)
+            xp.right_shift(x1, u32(32 - r), out=x1)
+            xp.bitwise_or(x1, tmp, out=x1)
+            xp.bitwise_xor(x1, x0, out=x1)
+        xp.add(x0, u32(ks[(i + 1) % 3]), out=x0)
+        xp.add(x1, u32((ks[(i + 2) % 3] + i + 1) & 0xFFFFFFFF), out=x1)
+
+
+# -- transforms: words -> values --------------------------------------------------------
+def _words_np(xp, w, out, param):
+    out[...] = w
+
+
+def _unit_np(xp, w, out, upper):
+    """MLX's uniform in [0, 1): float32(bits) / (2^32 - 1), clamped to `upper`."""
+    xp.multiply(w.astype(np.float32), TWO_M32, out=out)
+    xp.minimum(out, upper, out=out)
+
+
+def _erfinv_unit_np(xp, w, out, param):
+    """erfinv of MLX's uniform(-0.99999994, 1): what `normal` scales by sqrt(2)."""
+    _unit_np(xp, w, out, BELOW_ONE)
+    xp.multiply(out, np.float32(2), out=out)
+    xp.add(out, NORMAL_LOW, out=out)
+    out[...] = erfinv_f32(xp, out)
+
+
+class Transform:
+    """How hashed words become output values: a dtype, a NumPy kernel, a numba element."""
+
+    __slots__ = ("dtype", "numpy", "element")
+
+    def __init__(self, dtype, numpy, element):
+        self.dtype, self.numpy, self.element = dtype, numpy, element
+
+
+WORDS = Transform(np.uint32, _words_np, "words")
+UNIT = Transform(np.float32, _unit_np, "unit")
+ERFINV_UNIT = Transform(np.float32, _erfinv_unit_np, "erfinv_unit")
+
+
+# -- the layout --------------------------------------------------------------------------
+def _span_numpy(xp, key, transform, param, out, half, a, b):
+    """Counter pairs [a, b): words a.. and half + odd + a.. of `out`."""
+    h = out.shape[0] - half
+    tmp = xp.empty(min(CHUNK, b - a), np.uint32)
+    for s in range(a, b, CHUNK):
+        e = min(s + CHUNK, b)
+        x0 = xp.arange(s, e, dtype=np.uint32)
+        x1 = x0 + np.uint32(h)
+        hash_inplace(xp, key, x0, x1, tmp[: e - s])
+        transform.numpy(xp, x0, out[s:e], param)
+        transform.numpy(xp, x1, out[h + s:h + e], param)
+
+
+def _middle(xp, key, transform, param, out, half):
+    x0 = xp.full(1, half, np.uint32)
+    x1 = xp.zeros(1, np.uint32)
+    hash_inplace(xp, key, x0, x1, xp.empty(1, np.uint32))
+    transform.numpy(xp, x0, out[half:half + 1], param)
+
+
+def fill(xp, key, n, transform=WORDS, param=None, out=None):
+    """`n` values from one key's words, in MLX's order: `fill(np, (0, 0), 2)` is split's."""
+    if out is None:
+        out = xp.empty(n, transform.dtype)
+    half = n // 2
+    if n % 2:
+        _middle(xp, key, transform, param, out, half)
+    if half == 0:
+        return out
+    span = _span_numpy
+    if xp is np and half >= NUMBA_MIN and _numba is not None:
+        span = _numba.span
+    if xp is not np or half < PARALLEL_MIN:
+        span(xp, key, transform, param, out, half, 0, half)
+        return out
+    cut = (half // 2 + CHUNK - 1) // CHUNK * CHUNK
+    job = _executor().submit(span, xp, key, transform, param, out, half, cut, half)
+    span(xp, key, transform, param, out, half, 0, cut)
+    job.result()
+    return out
+
+
+def key_bytes(xp, keys, nbytes):
+    """MLX's RandomBits: each key (rows of `keys`, shape (k, 2)) fills `nbytes` bytes."""
+    n = (nbytes + 3) // 4
+    blocks = [fill(xp, (k[0], k[1]), n).view(np.uint8)[:nbytes] for k in keys.tolist()]
+    if len(blocks) == 1:
+        return blocks[0]
+    return xp.concatenate(blocks) if blocks else xp.empty(0, np.uint8)
+
+
+try:  # the optional compiled path
+    from . import threefry_numba as _numba
+except ImportError:  # numba is not installed: NumPy does everything
+    _numba = None
