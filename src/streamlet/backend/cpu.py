@@ -12,7 +12,9 @@ xp = np
 
 
 def execute(node, args):
-    return node._prim.kernel(np, *args, **node._params)
+    out = node._prim.kernel(np, *args, **node._params)
+    # NumPy gives scalars for full reductions and scalar indexing; arrays are ndarrays
+    return out if type(out) is np.ndarray else np.asarray(out)
 
 
 def synchronize(state):
