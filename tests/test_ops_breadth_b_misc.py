@@ -225,3 +225,65 @@ def test_from_dlpack_other_libraries(lib):
     x = mx.from_dlpack(src)
     assert x.tolist() == [float(v) if lib == "torch" else int(v) for v in range(6)] or \
         x.tolist() == list(range(6))
+
+
+# -- signatures --------------------------------------------------------------------------------
+def _mlx_params(fn):
+    """Parameter names (with '/' and '*' markers) from the first line of an mlx docstring."""
+    line = fn.__doc__.strip().splitlines()[0]
+    inner, depth, parts, cur = line[line.index("(") + 1:], 0, [], ""
+    for ch in inner:
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            if depth == 0:
+                break
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p.split(":")[0].split("=")[0].strip() for p in parts if p.strip()]
+
+
+def _our_params(fn):
+    import inspect
+    out, star = [], False
+    params = list(inspect.signature(fn).parameters.values())
+    for i, p in enumerate(params):
+        if p.kind is p.KEYWORD_ONLY and not star:
+            out.append("*")
+            star = True
+        if p.kind is p.VAR_POSITIONAL:
+            out.append("*" + p.name)
+            star = True
+        elif p.kind is p.VAR_KEYWORD:
+            out.append("**" + p.name)
+        else:
+            out.append(p.name)
+        if p.kind is p.POSITIONAL_ONLY and (i + 1 == len(params) or
+                                            params[i + 1].kind is not p.POSITIONAL_ONLY):
+            out.append("/")
+    return out
+
+
+SIGNED = [("linalg", n) for n in ("norm", "qr", "svd", "inv", "tri_inv", "cholesky",
+                                  "cholesky_inv", "det", "slogdet", "eig", "eigh", "eigvals",
+                                  "eigvalsh", "lu", "lu_factor", "pinv", "solve",
+                                  "solve_triangular", "cross")] + \
+    [("fft", n) for n in ("fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft",
+                          "rfft2", "irfft2", "rfftn", "irfftn", "fftfreq", "rfftfreq",
+                          "fftshift", "ifftshift", "stft", "istft")] + \
+    [("", n) for n in ("save", "load", "savez", "savez_compressed", "save_safetensors",
+                       "isdtype", "issubdtype", "from_dlpack", "set_printoptions",
+                       "printoptions", "set_memory_limit", "set_cache_limit",
+                       "set_wired_limit")]
+
+
+@pytest.mark.parametrize("where, name", SIGNED)
+def test_signatures_match_mlx(where, name, mlx):
+    ours = getattr(getattr(mx, where) if where else mx, name)
+    theirs = getattr(getattr(mlx, where) if where else mlx, name)
+    assert _our_params(ours) == _mlx_params(theirs)

@@ -188,8 +188,9 @@ def _category_chain(c: DtypeCategory):
         c = _CATEGORY_PARENTS[c]
 
 
-def issubdtype(a, b) -> bool:
+def issubdtype(arg1, arg2) -> bool:
     """`issubdtype(mx.float32, mx.floating)` is True; works with Dtypes and categories."""
+    a, b = arg1, arg2
     for x, which in ((a, "first"), (b, "second")):
         if not isinstance(x, (Dtype, DtypeCategory)):
             raise ValueError(f"[issubdtype] Received invalid type for {which} input.")

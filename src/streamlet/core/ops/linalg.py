@@ -4,7 +4,8 @@ Factorizations run on CPU streams only, as in MLX; asking for a GPU stream raise
 ValueError when the op is built. A factorization with several results (qr, svd,
 eig, eigh, lu, lu_factor, slogdet) makes ONE node that computes them all and
 returns a tuple, plus one cheap selection node per result, so `Q, R = qr(a)`
-factors `a` once. The tuple node is internal: only selection nodes reach the user.
+factors `a` once. The tuple node (its value a 0-d object array holding the results) is
+internal: only selection nodes reach the user.
 """
 from __future__ import annotations
 
@@ -13,15 +14,15 @@ import numbers
 
 import numpy as np
 
-from . import build as b
+from . import build as bl
 from .build import dt
 
 
 def _matmul(xp, x, y, dtype):
-    return xp.matmul(b.cast(x, dtype), b.cast(y, dtype))
+    return xp.matmul(bl.cast(x, dtype), bl.cast(y, dtype))
 
 
-_MATMUL = b.make("matmul", _matmul)
+_MATMUL = bl.make("matmul", _matmul)
 
 
 def _check_inexact(op, da, db, d):
@@ -31,10 +32,10 @@ def _check_inexact(op, da, db, d):
                          "point type.")
 
 
-def matmul(a, b_, /, *, stream=None):
+def matmul(a, b, /, *, stream=None):
     """Matrix product with NumPy's rules for 1-D inputs and batch broadcasting."""
-    st = b.resolve(stream)
-    x, y = b.as_array(a, "matmul"), b.as_array(b_, "matmul")
+    st = bl.resolve(stream)
+    x, y = bl.as_array(a, "matmul"), bl.as_array(b, "matmul")
     d = dt.promote_types(x._dtype, y._dtype)
     _check_inexact("matmul", x._dtype, y._dtype, d)
     if x.ndim == 0 or y.ndim == 0:
@@ -46,9 +47,9 @@ def matmul(a, b_, /, *, stream=None):
         raise ValueError(f"[matmul] Last dimension of first input with shape {x._shape} must "
                          f"match second to last dimension of second input with shape "
                          f"{y._shape}.")
-    batch = b.broadcast_shapes(xs[:-2], ys[:-2], op="matmul")
+    batch = bl.broadcast_shapes(xs[:-2], ys[:-2], op="matmul")
     shape = batch + (xs[-2],) * (x.ndim > 1) + (ys[-1],) * (y.ndim > 1)
-    return b.node(_MATMUL, (x, y), shape, d, {"dtype": d.np}, st)
+    return bl.node(_MATMUL, (x, y), shape, d, {"dtype": d.np}, st)
 
 
 # -- shared checks -------------------------------------------------------------------------
@@ -64,7 +65,7 @@ def _cpu_only(st, op):
 
 def _matrix(a, op, allowed=_REAL, square=None):
     """`a` as an array of matrices of an allowed dtype; `square` is the message if not square."""
-    a = b.as_array(a, op)
+    a = bl.as_array(a, op)
     if a._dtype not in allowed:
         names = [d.name for d in allowed]
         listed = " or ".join(names) if len(names) == 2 else \
@@ -89,26 +90,37 @@ def _linalg(fn, what):
     return kernel
 
 
-def _pick(xp, parts, index):
-    return parts[index]
+def _packed(fn):
+    """A kernel returning a tuple, its results held in a 0-d object array (a backend
+    hands on ndarrays only); the selection nodes unpack them."""
+    def kernel(xp, *args, **params):
+        box = np.empty((), dtype=object)
+        box[()] = fn(xp, *args, **params)
+        return box
+    return kernel
 
 
-_PICK = b.make("linalg.select", _pick)
+def _pick(xp, box, index):
+    return box[()][index]
+
+
+_PICK = bl.make("linalg.select", _pick)
 
 
 def _multi(prim, inputs, outs, params, st):
     """One node computing a tuple of results, and one selection node per (shape, dtype)."""
-    whole = b.node(prim, inputs, (), outs[0][1], params, st)
-    return tuple(b.node(_PICK, (whole,), shape, d, {"index": i}, st)
+    whole = bl.node(prim, inputs, (), outs[0][1], params, st)
+    return tuple(bl.node(_PICK, (whole,), shape, d, {"index": i}, st)
                  for i, (shape, d) in enumerate(outs))
 
 
-def _op(name, fn, what=None):
-    return b.make(f"linalg.{name}", _linalg(fn, what or f"[linalg.{name}] failed"))
+def _op(name, fn, what=None, multi=False):
+    kernel = _linalg(fn, what or f"[linalg.{name}] failed")
+    return bl.make(f"linalg.{name}", _packed(kernel) if multi else kernel)
 
 
 def _unary(prim, a, shape, d, st, **params):
-    return b.node(prim, (a,), shape, d, params, st)
+    return bl.node(prim, (a,), shape, d, params, st)
 
 
 # -- kernels (NumPy's LAPACK under `xp.linalg`) -----------------------------------------------
@@ -232,54 +244,55 @@ _CHOL_INV = _op("cholesky_inv", _cholesky_inv, f"[linalg.cholesky_inv] {_SINGULA
 _SOLVE = _op("solve", _solve, f"[linalg.solve] {_SINGULAR}")
 _SOLVE_TRI = _op("solve_triangular", _solve_tri, f"[linalg.solve_triangular] {_SINGULAR}")
 _PINV = _op("pinv", lambda xp, a: xp.linalg.pinv(a), "[linalg.pinv] SVD did not converge")
-_DET, _SLOGDET = _op("det", _det), _op("slogdet", _slogdet)
-_QR, _SVD, _SVDVALS = _op("qr", _qr), _op("svd", _svd), _op("svd", _svdvals)
-_EIG, _EIGVALS = _op("eig", _eig), _op("eigvals", _eigvals)
-_EIGH, _EIGVALSH = _op("eigh", _eigh), _op("eigvalsh", _eigvalsh)
-_LU, _LU_FACTOR = _op("lu", _lu), _op("lu_factor", _lu_factor)
+_DET, _SLOGDET = _op("det", _det), _op("slogdet", _slogdet, multi=True)
+_QR, _SVD = _op("qr", _qr, multi=True), _op("svd", _svd, multi=True)
+_SVDVALS = _op("svd", _svdvals)
+_EIG, _EIGVALS = _op("eig", _eig, multi=True), _op("eigvals", _eigvals)
+_EIGH, _EIGVALSH = _op("eigh", _eigh, multi=True), _op("eigvalsh", _eigvalsh)
+_LU, _LU_FACTOR = _op("lu", _lu, multi=True), _op("lu_factor", _lu_factor, multi=True)
 
 
 # -- public ops ---------------------------------------------------------------------------------
-def inv(a, /, *, stream=None):
+def inv(a, *, stream=None):
     """Inverse of a square matrix (CPU streams only, as in MLX).
 
     A singular matrix fails when the op runs: eval raises RuntimeError.
     """
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     _cpu_only(st, "linalg::inv")
     a = _matrix(a, "linalg::inv", square="Inverses are only defined for square matrices.")
     return _unary(_INV, a, a._shape, a._dtype, st)
 
 
-def tri_inv(a, /, upper=False, *, stream=None):
+def tri_inv(a, upper=False, *, stream=None):
     """Inverse of a triangular matrix; only the `upper` (or lower) triangle is read."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     _cpu_only(st, "linalg::tri_inv")
     a = _matrix(a, "linalg::inv", square="Inverses are only defined for square matrices.")
     return _unary(_TRI_INV, a, a._shape, a._dtype, st, upper=bool(upper))
 
 
-def cholesky(a, /, upper=False, *, stream=None):
+def cholesky(a, upper=False, *, stream=None):
     """Cholesky factor L (or U with `upper=True`) of a symmetric positive definite matrix."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     _cpu_only(st, "linalg::cholesky")
     a = _matrix(a, "linalg::cholesky", square="Cholesky decomposition is only defined for "
                 "square matrices.")
     return _unary(_CHOL, a, a._shape, a._dtype, st, upper=bool(upper))
 
 
-def cholesky_inv(a, /, upper=False, *, stream=None):
+def cholesky_inv(a, upper=False, *, stream=None):
     """Inverse of `L @ L.T` (or `U.T @ U`) from its Cholesky factor `a`."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     _cpu_only(st, "linalg::cholesky_inv")
     a = _matrix(a, "linalg::cholesky_inv", square="Cholesky inverse is only defined for "
                 "square matrices.")
     return _unary(_CHOL_INV, a, a._shape, a._dtype, st, upper=bool(upper))
 
 
-def pinv(a, /, *, stream=None):
+def pinv(a, *, stream=None):
     """Moore-Penrose pseudo-inverse (through the SVD)."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     _cpu_only(st, "linalg::pinv")
     a = _matrix(a, "linalg::pinv")
     return _unary(_PINV, a, a._shape[:-2] + a._shape[:-3:-1], a._dtype, st)
@@ -287,7 +300,7 @@ def pinv(a, /, *, stream=None):
 
 def _det_input(a, op, st):
     _cpu_only(st, op)
-    a = b.as_array(a, op)
+    a = bl.as_array(a, op)
     if a._dtype.kind == "c":
         raise ValueError(f"[{op}] Complex inputs are not supported.")
     if a.ndim < 2:
@@ -308,37 +321,37 @@ def _astype(a, d, st):
     return a if a._dtype is d else astype(a, d, stream=st.stream)
 
 
-def det(a, /, *, stream=None):
+def det(a, *, stream=None):
     """Determinant; integers give float32, float16 and bfloat16 keep their type."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     a, out = _det_input(a, "linalg::det", st)
     return _unary(_DET, a, a._shape[:-2], out, st, out=out.np)
 
 
-def slogdet(a, /, *, stream=None):
+def slogdet(a, *, stream=None):
     """(sign, log|det|) of square matrices; a singular matrix gives (0, -inf)."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     a, out = _det_input(a, "linalg::slogdet", st)
     shape = a._shape[:-2]
     return _multi(_SLOGDET, (a,), [(shape, out), (shape, out)], {"out": out.np}, st)
 
 
-def qr(a, /, *, stream=None):
+def qr(a, *, stream=None):
     """Reduced QR factorization: Q (m x k) and R (k x n), k = min(m, n)."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     _cpu_only(st, "linalg::qr")
     a = _matrix(a, "linalg::qr")
     *batch, m, n = a._shape
     k, batch = min(m, n), tuple(batch)
     return _multi(_QR, (a,), [(batch + (m, k), a._dtype), (batch + (k, n), a._dtype)],
-                  b.NO_PARAMS, st)
+                  bl.NO_PARAMS, st)
 
 
-def svd(a, /, compute_uv=True, *, stream=None):
+def svd(a, compute_uv=True, *, stream=None):
     """U, S, Vt with full matrices; only S (real) when `compute_uv=False`."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     _cpu_only(st, "linalg::svd")
-    a = b.as_array(a, "linalg::svd")
+    a = bl.as_array(a, "linalg::svd")
     if a.ndim < 2:
         raise ValueError(f"[linalg::svd] Input array must have >= 2 dimensions. Received "
                          f"array with {a.ndim} dimensions.")
@@ -350,7 +363,7 @@ def svd(a, /, compute_uv=True, *, stream=None):
     if not compute_uv:
         return _unary(_SVDVALS, a, *s, st)
     return _multi(_SVD, (a,), [(batch + (m, m), a._dtype), s, (batch + (n, n), a._dtype)],
-                  b.NO_PARAMS, st)
+                  bl.NO_PARAMS, st)
 
 
 def _eig_input(a, op, st):
@@ -364,63 +377,63 @@ def _check_uplo(uplo, op):
     return uplo
 
 
-def eig(a, /, *, stream=None):
+def eig(a, *, stream=None):
     """Eigenvalues and right eigenvectors of a general square matrix, as complex64."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     a = _eig_input(a, "linalg::eig", st)
     return _multi(_EIG, (a,), [(a._shape[:-1], dt.complex64), (a._shape, dt.complex64)],
-                  b.NO_PARAMS, st)
+                  bl.NO_PARAMS, st)
 
 
-def eigvals(a, /, *, stream=None):
+def eigvals(a, *, stream=None):
     """Eigenvalues of a general square matrix, as complex64."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     a = _eig_input(a, "linalg::eigvals", st)
     return _unary(_EIGVALS, a, a._shape[:-1], dt.complex64, st)
 
 
-def eigh(a, /, UPLO="L", *, stream=None):
+def eigh(a, UPLO="L", *, stream=None):
     """Eigenvalues (ascending, real) and eigenvectors of a symmetric/Hermitian matrix."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     a = _eig_input(a, "linalg::eigh", st)
     real = dt.float32 if a._dtype.kind == "c" else a._dtype
     return _multi(_EIGH, (a,), [(a._shape[:-1], real), (a._shape, a._dtype)],
                   {"uplo": _check_uplo(UPLO, "linalg::eigh")}, st)
 
 
-def eigvalsh(a, /, UPLO="L", *, stream=None):
+def eigvalsh(a, UPLO="L", *, stream=None):
     """Eigenvalues (ascending, real) of a symmetric/Hermitian matrix."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     a = _eig_input(a, "linalg::eigvalsh", st)
     real = dt.float32 if a._dtype.kind == "c" else a._dtype
     return _unary(_EIGVALSH, a, a._shape[:-1], real, st,
                   uplo=_check_uplo(UPLO, "linalg::eigvalsh"))
 
 
-def lu(a, /, *, stream=None):
+def lu(a, *, stream=None):
     """(P, L, U) with `a == (L @ U)[..., P, :]`; P is a uint32 row permutation."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     _cpu_only(st, "linalg::lu")
     a = _matrix(a, "linalg::lu")
     *batch, m, n = a._shape
     k, batch = min(m, n), tuple(batch)
     return _multi(_LU, (a,), [(batch + (m,), dt.uint32), (batch + (m, k), a._dtype),
-                              (batch + (k, n), a._dtype)], b.NO_PARAMS, st)
+                              (batch + (k, n), a._dtype)], bl.NO_PARAMS, st)
 
 
-def lu_factor(a, /, *, stream=None):
+def lu_factor(a, *, stream=None):
     """(LU, pivots): L and U packed in one matrix and LAPACK-style 0-based row swaps."""
-    st = b.resolve(stream)
+    st = bl.resolve(stream)
     _cpu_only(st, "linalg::lu_factor")
     a = _matrix(a, "linalg::lu_factor")
     *batch, m, n = a._shape
     return _multi(_LU_FACTOR, (a,), [(a._shape, a._dtype), (tuple(batch) + (min(m, n),),
-                                                            dt.uint32)], b.NO_PARAMS, st)
+                                                            dt.uint32)], bl.NO_PARAMS, st)
 
 
 def _solve_inputs(a, y, op, st):
     _cpu_only(st, op)
-    a, y = b.as_array(a, op), b.as_array(y, op)
+    a, y = bl.as_array(a, op), bl.as_array(y, op)
     d = dt.promote_types(a._dtype, y._dtype)
     if d not in _REAL:
         raise ValueError(f"[{op}] Input arrays must promote to float32 or float64.  Received "
@@ -440,27 +453,27 @@ def _solve_inputs(a, y, op, st):
     if y.ndim == 1:
         shape = a._shape[:-1]
     else:
-        shape = b.broadcast_shapes(a._shape[:-2], y._shape[:-2], op=op) + y._shape[-2:]
+        shape = bl.broadcast_shapes(a._shape[:-2], y._shape[:-2], op=op) + y._shape[-2:]
     return _astype(a, d, st), _astype(y, d, st), shape, d
 
 
-def solve(a, y, /, *, stream=None):
+def solve(a, b, *, stream=None):
     """Solve `a @ x = y` for x (CPU streams only, as in MLX); y may be a vector."""
-    st = b.resolve(stream)
-    a, y, shape, d = _solve_inputs(a, y, "linalg::solve", st)
-    return b.node(_SOLVE, (a, y), shape, d, {"vector": y.ndim == 1}, st)
+    st = bl.resolve(stream)
+    a, y, shape, d = _solve_inputs(a, b, "linalg::solve", st)
+    return bl.node(_SOLVE, (a, y), shape, d, {"vector": y.ndim == 1}, st)
 
 
-def solve_triangular(a, y, /, *, upper=False, stream=None):
+def solve_triangular(a, b, *, upper=False, stream=None):
     """Solve `a @ x = y` where `a` is (read as) lower or `upper` triangular."""
-    st = b.resolve(stream)
-    a, y, shape, d = _solve_inputs(a, y, "linalg::solve_triangular", st)
+    st = bl.resolve(stream)
+    a, y, shape, d = _solve_inputs(a, b, "linalg::solve_triangular", st)
     if y.ndim == 1:
         from .shape import expand_dims, squeeze
         col = expand_dims(y, -1, stream=st.stream)
-        out = b.node(_SOLVE_TRI, (a, col), a._shape[:-1] + (1,), d, {"upper": bool(upper)}, st)
+        out = bl.node(_SOLVE_TRI, (a, col), a._shape[:-1] + (1,), d, {"upper": bool(upper)}, st)
         return squeeze(out, -1, stream=st.stream)
-    return b.node(_SOLVE_TRI, (a, y), shape, d, {"upper": bool(upper)}, st)
+    return bl.node(_SOLVE_TRI, (a, y), shape, d, {"upper": bool(upper)}, st)
 
 
 # -- norm and cross (any stream) ----------------------------------------------------------------
@@ -468,7 +481,7 @@ _MATRIX_ORDS = (1, -1, 2, -2, math.inf, -math.inf, "fro", "nuc")
 
 
 def _norm(xp, x, ord, axis, keepdims, compute, out):
-    x = b.cast(x, compute)
+    x = bl.cast(x, compute)
     if axis is None:
         ones = (1,) * x.ndim
         x, axis = x.reshape(-1), 0
@@ -477,7 +490,7 @@ def _norm(xp, x, ord, axis, keepdims, compute, out):
     return xp.asarray(xp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)).astype(out)
 
 
-_NORM = b.make("linalg.norm", _norm)
+_NORM = bl.make("linalg.norm", _norm)
 
 
 def _norm_axes(a, ord, axis, op):
@@ -490,7 +503,7 @@ def _norm_axes(a, ord, axis, op):
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     if len(axes) > 2:
         raise ValueError(f"[{op}] Received too many axes for norm.")
-    norm_axes = tuple(b.normalize_axis(x, a.ndim, op) for x in axes)
+    norm_axes = tuple(bl.normalize_axis(x, a.ndim, op) for x in axes)
     if len(set(norm_axes)) != len(norm_axes):
         raise ValueError(f"[{op}] Received duplicate axes {axes}.")
     if len(axes) == 1 and isinstance(ord, str):
@@ -506,8 +519,8 @@ def _norm_axes(a, ord, axis, op):
 def norm(a, /, ord=None, axis=None, keepdims=False, *, stream=None):
     """Vector or matrix norm with NumPy's `ord` meanings; integers give float32."""
     op = "linalg::norm"
-    st = b.resolve(stream)
-    a = b.as_array(a, op)
+    st = bl.resolve(stream)
+    a = bl.as_array(a, op)
     if ord is not None and not isinstance(ord, (str, numbers.Real)):
         raise TypeError(f"[{op}] ord must be None, a number or a string.")
     axes = _norm_axes(a, ord, axis, op)
@@ -520,40 +533,40 @@ def norm(a, /, ord=None, axis=None, keepdims=False, *, stream=None):
     shape = tuple(1 if i in red else n for i, n in enumerate(a._shape)) if keepdims else \
         tuple(n for i, n in enumerate(a._shape) if i not in red)
     ax = None if axes is None else (axes[0] if len(axes) == 1 else axes)
-    return b.node(_NORM, (a,), shape, out, {"ord": ord, "axis": ax, "keepdims": bool(keepdims),
+    return bl.node(_NORM, (a,), shape, out, {"ord": ord, "axis": ax, "keepdims": bool(keepdims),
                                              "compute": compute.np, "out": out.np}, st)
 
 
 def _cross(xp, x, y, axis, dtype):
     work = xp.int8 if dtype == xp.bool_ else dtype  # bool minus is xor, as in MLX
-    x, y = b.cast(x, work), b.cast(y, work)
+    x, y = bl.cast(x, work), bl.cast(y, work)
     x, y = (xp.moveaxis(v, axis, -1) for v in (x, y))
     x, y = (v if v.shape[-1] == 3 else xp.concatenate([v, xp.zeros_like(v[..., :1])], -1)
             for v in (x, y))
     x1, x2, x3 = x[..., 0], x[..., 1], x[..., 2]
     y1, y2, y3 = y[..., 0], y[..., 1], y[..., 2]
     out = xp.stack([x2 * y3 - x3 * y2, x3 * y1 - x1 * y3, x1 * y2 - x2 * y1], -1)
-    return b.cast(xp.moveaxis(out, -1, axis), dtype)
+    return bl.cast(xp.moveaxis(out, -1, axis), dtype)
 
 
-_CROSS = b.make("linalg.cross", _cross)
+_CROSS = bl.make("linalg.cross", _cross)
 
 
-def cross(a, b_, /, axis=-1, *, stream=None):
+def cross(a, b, axis=-1, *, stream=None):
     """Cross product of 3-vectors (2-vectors get a zero third component) along `axis`."""
     op = "linalg::cross"
-    st = b.resolve(stream)
-    x, y, d = b.promote_pair(a, b_, op)
-    x, y = b.as_array(x, op), b.as_array(y, op)
+    st = bl.resolve(stream)
+    x, y, d = bl.promote_pair(a, b, op)
+    x, y = bl.as_array(x, op), bl.as_array(y, op)
     if x.ndim != y.ndim:
         raise ValueError(f"[{op}] Inputs must have the same number of dimensions.")
-    ax = b.normalize_axis(axis, x.ndim, op)
+    ax = bl.normalize_axis(axis, x.ndim, op)
     if x._shape[ax] not in (2, 3) or y._shape[ax] not in (2, 3):
         raise ValueError(f"[{op}] The specified axis must have size 2 or 3.")
     xs, ys = list(x._shape), list(y._shape)
     xs[ax] = ys[ax] = 3
-    shape = b.broadcast_shapes(tuple(xs), tuple(ys), op=op)
-    return b.node(_CROSS, (x, y), shape, d, {"axis": ax, "dtype": d.np}, st)
+    shape = bl.broadcast_shapes(tuple(xs), tuple(ys), op=op)
+    return bl.node(_CROSS, (x, y), shape, d, {"axis": ax, "dtype": d.np}, st)
 
 
 __all__ = ["matmul"]
