@@ -132,34 +132,74 @@ def _eye_like(xp, a):
     return xp.broadcast_to(xp.eye(a.shape[-1], dtype=a.dtype), a.shape)
 
 
-def _lu_factor_kernel(xp, a):
-    """Row-pivoted LU of a batch of m x n matrices: (LU packed, pivots, permutation).
+_PANEL = 16  # columns factored one at a time; wider blocks split in two and use matmul
 
-    Right-looking elimination, one vectorized step per column (LAPACK's getrf order).
+
+def _getrf_columns(xp, a):
+    """Row-pivoted elimination of a batch (count, m, n) in place, one column per step.
+
+    Returns the row permutation: row i of the result is row perm[i] of the input.
     """
-    m, n = a.shape[-2:]
-    batch = a.shape[:-2]
-    lu = a.reshape((-1, m, n)).copy()
-    count, k_max = lu.shape[0], min(m, n)
+    count, m, n = a.shape
     rows = xp.arange(count)
-    piv = xp.zeros((count, k_max), dtype=xp.uint32)
-    perm = xp.broadcast_to(xp.arange(m, dtype=xp.uint32), (count, m)).copy()
-    for k in range(k_max):
-        p = k + xp.argmax(xp.abs(lu[:, k:, k]), axis=1)
-        piv[:, k] = p
-        top, low = lu[rows, k].copy(), lu[rows, p].copy()
-        lu[rows, k], lu[rows, p] = low, top
+    perm = xp.broadcast_to(xp.arange(m), (count, m)).copy()
+    for k in range(min(m, n)):
+        p = k + xp.argmax(xp.abs(a[:, k:, k]), axis=1)
+        top, low = a[rows, k].copy(), a[rows, p].copy()
+        a[rows, k], a[rows, p] = low, top
         pt, pl = perm[rows, k].copy(), perm[rows, p].copy()
         perm[rows, k], perm[rows, p] = pl, pt
-        pivot = lu[:, k, k]
-        safe = xp.where(pivot == 0, 1, pivot)
-        lu[:, k + 1:, k] /= safe[:, None]
-        lu[:, k + 1:, k + 1:] -= lu[:, k + 1:, k, None] * lu[:, k, None, k + 1:]
-    return (lu.reshape(a.shape), piv.reshape(batch + (k_max,)), perm.reshape(batch + (m,)))
+        pivot = a[:, k, k]
+        a[:, k + 1:, k] /= xp.where(pivot == 0, 1, pivot)[:, None]
+        a[:, k + 1:, k + 1:] -= a[:, k + 1:, k, None] * a[:, k, None, k + 1:]
+    return perm
+
+
+def _getrf(xp, a):
+    """LU with partial pivoting of a batch in place (recursive: the trailing update is a
+    matmul, so large matrices run at BLAS speed). Returns the row permutation."""
+    count, m, n = a.shape
+    k = min(m, n)
+    if k <= _PANEL:
+        return _getrf_columns(xp, a)
+    h = k // 2
+    rows = xp.arange(count)[:, None]
+    perm1 = _getrf(xp, a[:, :, :h])
+    a[:, :, h:] = a[rows, perm1, h:]
+    unit_lower = xp.tril(a[:, :h, :h], -1) + xp.eye(h, dtype=a.dtype)
+    a[:, :h, h:] = xp.linalg.solve(unit_lower, a[:, :h, h:])
+    a[:, h:, h:] -= a[:, h:, :h] @ a[:, :h, h:]
+    perm2 = _getrf(xp, a[:, h:, h:])
+    a[:, h:, :h] = a[rows, h + perm2, :h]
+    return xp.concatenate([perm1[:, :h], xp.take_along_axis(perm1[:, h:], perm2, 1)], 1)
+
+
+def _pivots(xp, perm, k):
+    """LAPACK's row swaps (0-based) that produce the permutation `perm`."""
+    count, m = perm.shape
+    rows = xp.arange(count)
+    current = xp.broadcast_to(xp.arange(m), (count, m)).copy()  # original row at each slot
+    where = current.copy()  # slot of each original row
+    piv = xp.empty((count, k), dtype=xp.uint32)
+    for i in range(k):
+        p = where[rows, perm[:, i]]
+        piv[:, i] = p
+        moved = current[rows, i].copy()
+        current[rows, i], current[rows, p] = perm[:, i], moved
+        where[rows, moved], where[rows, perm[:, i]] = p, i
+    return piv
+
+
+def _lu_factor_kernel(xp, a):
+    """(LU packed, row permutation) of a batch of m x n matrices."""
+    m, n = a.shape[-2:]
+    lu = a.reshape((-1, m, n)).copy()
+    perm = _getrf(xp, lu)
+    return lu.reshape(a.shape), perm.reshape(a.shape[:-2] + (m,))
 
 
 def _lu(xp, a):
-    lu, _, perm = _lu_factor_kernel(xp, a)
+    lu, perm = _lu_factor_kernel(xp, a)
     m, n = a.shape[-2:]
     k = min(m, n)
     lower = xp.tril(lu[..., :, :k], -1) + xp.eye(m, k, dtype=lu.dtype)
@@ -168,8 +208,10 @@ def _lu(xp, a):
 
 
 def _lu_factor(xp, a):
-    lu, piv, _ = _lu_factor_kernel(xp, a)
-    return lu, piv
+    lu, perm = _lu_factor_kernel(xp, a)
+    m, n = a.shape[-2:]
+    piv = _pivots(xp, perm.reshape((-1, m)), min(m, n))
+    return lu, piv.reshape(a.shape[:-2] + (min(m, n),))
 
 
 def _qr(xp, a):
