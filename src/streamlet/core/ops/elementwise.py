@@ -34,6 +34,8 @@ def _identity_for_ints(fn):
 
 
 def _sign(xp, a):
+    if a.dtype.kind not in "biuc":  # MLX: sign(nan) is 0 where NumPy gives nan (bfloat16: "V")
+        return xp.where(a == a, xp.sign(a), a.dtype.type(0))
     return a if a.dtype.kind == "b" else xp.sign(a)
 
 

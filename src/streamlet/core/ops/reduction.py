@@ -64,8 +64,8 @@ def _out_shape(shape, axes, keepdims):
 
 
 def _kernel(fn):
-    def kernel(xp, a, axis, keepdims, dtype):
-        res = xp.asarray(fn(xp, a, axis, keepdims, dtype))  # NumPy gives scalars for 0-d
+    def kernel(xp, a, axis, keepdims, dtype, **extra):  # extra: var's ddof and root
+        res = xp.asarray(fn(xp, a, axis, keepdims, dtype, **extra))  # NumPy: 0-d -> scalar
         return res if res.dtype == dtype else res.astype(dtype)
     return kernel
 
@@ -86,7 +86,8 @@ def _make(name, fn, rule, empty_ok):
     def op(a, /, axis=None, keepdims=False, *, stream=None):
         st = b.resolve(stream)
         a, axes = _prepare(a, axis, name, empty_ok)
-        d = rule(a._dtype)
+        # NOTE: MLX keeps the input's dtype when no axis is reduced (sum of a 0-d bool is bool)
+        d = a._dtype if not axes and rule is _sum_dtype else rule(a._dtype)
         params = {"axis": axes, "keepdims": bool(keepdims), "dtype": d.np}
         return b.node(prim, (a,), _out_shape(a._shape, axes, keepdims), d, params, st)
     op.__name__ = op.__qualname__ = name

@@ -118,9 +118,10 @@ def broadcast_to(a, /, shape, *, stream=None):
 
 def concatenate(arrays, /, axis=0, *, stream=None):
     """Join arrays along an existing axis (None: flatten them first)."""
-    arrays, d = b.promote_many([b.as_array(x, "concatenate") for x in arrays], "concatenate")
+    arrays = [b.as_array(x, "concatenate") for x in arrays]
     if not arrays:
         raise ValueError("[concatenate] No arrays to concatenate.")
+    arrays, d = b.promote_many(arrays, "concatenate")
     if axis is None:
         arrays = [flatten(x, stream=stream) for x in arrays]
         axis = 0
