@@ -15,6 +15,7 @@ A = RNG.standard_normal((4, 4)).astype(np.float32)
 SPD = (A @ A.T + 4 * np.eye(4)).astype(np.float32)
 RECT = RNG.standard_normal((3, 5)).astype(np.float32)
 BATCH = RNG.standard_normal((2, 3, 3)).astype(np.float32)
+BIG = RNG.standard_normal((2, 40, 37)).astype(np.float32)  # past the LU panel width
 
 
 def host(x):
@@ -70,6 +71,9 @@ CASES = {
     "lu_rect": (lambda M: M.linalg.lu(M.array(RECT), stream=M.cpu), True),
     "lu_rect_tall": (lambda M: M.linalg.lu(M.array(RECT.T), stream=M.cpu), True),
     "lu_factor_batch": (lambda M: M.linalg.lu_factor(M.array(BATCH), stream=M.cpu), True),
+    "lu_blocked": (lambda M: M.linalg.lu(M.array(BIG), stream=M.cpu), True),
+    "lu_factor_blocked_wide": (lambda M: M.linalg.lu_factor(
+        M.array(np.swapaxes(BIG, -1, -2)), stream=M.cpu), True),
     "solve": (lambda M: M.linalg.solve(M.array(A), M.array(RECT.T[:4]), stream=M.cpu), True),
     "solve_vector": (lambda M: M.linalg.solve(M.array(A), M.array(A[0]), stream=M.cpu), True),
     "solve_triangular": (lambda M: M.linalg.solve_triangular(
