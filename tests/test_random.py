@@ -1,0 +1,322 @@
+"""streamlet.core.random against mlx.core.random (the oracle), bit for bit where MLX's
+generator is exact, within 2 float32 ulps where it goes through transcendental functions."""
+import doctest
+import threading
+
+import numpy as np
+import pytest
+
+import streamlet.core as mx
+from streamlet.core import random as srandom
+from streamlet.core.ops import threefry as tf
+
+SEEDS = (0, 1, 42, 2**31 + 3, 2**32, 2**32 + 5, 2**63 + 2**40 + 17, 2**64 - 1)
+SIZES = (1, 2, 3, 7, 64, 1001, 10_000)
+FLOATS = ("float32", "float16", "bfloat16")
+
+
+def host(a):
+    """A NumPy copy of an mlx or streamlet array (bfloat16 through float32, losslessly)."""
+    if str(a.dtype).endswith("bfloat16"):
+        if isinstance(a, mx.array):
+            a = a.astype(mx.float32)
+        else:
+            import mlx.core as mlx_core
+            a = a.astype(mlx_core.float32)
+    return np.array(a)
+
+
+def as_ints(x):
+    """Float bits as ordered integers, so that differences count ulps."""
+    if x.dtype == np.complex64:
+        x = x.view(np.float32)
+    it = {2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
+    i = x.view(it).astype(np.int64)
+    return np.where(i < 0, np.iinfo(it).min - i, i)
+
+
+def assert_same(ours, theirs, ulps=0):
+    a, b = host(ours), host(theirs)
+    assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
+    if ulps == 0 or a.dtype.kind not in "fc":
+        np.testing.assert_array_equal(a, b)
+    elif a.size:
+        assert np.abs(as_ints(a) - as_ints(b)).max() <= ulps
+
+
+def both(mlx, fn, seed):
+    return fn(mx, mx.random.key(seed)), fn(mlx, mlx.random.key(seed))
+
+
+# -- keys, split, bits ----------------------------------------------------------------------
+@pytest.mark.parametrize("seed", SEEDS)
+def test_key_and_split_match_mlx(mlx, seed):
+    assert mx.random.key(seed).tolist() == mlx.random.key(seed).tolist()
+    assert mx.random.key(seed).dtype == mx.uint32
+    for num in (1, 2, 3, 10, 501):
+        assert_same(*both(mlx, lambda m, k: m.random.split(k, num), seed))
+    assert_same(*both(mlx, lambda m, k: m.random.split(m.random.split(k)[1], 4), seed))
+
+
+def reference_words(key, n):
+    """MLX's layout, one counter pair at a time, from the pure-Python hash."""
+    half, h = n // 2, n - n // 2
+    out = [0] * n
+    for y in range(half):
+        out[y], out[y + h] = srandom._hash_py(key, y, y + h)
+    if n % 2:
+        out[half] = srandom._hash_py(key, half, 0)[0]
+    return np.array(out, np.uint32)
+
+
+@pytest.mark.parametrize("width", (1, 2, 4))
+@pytest.mark.parametrize("count", (1, 2, 3, 5, 8, 13))
+def test_bits_layout_and_partial_words(width, count):
+    key = (0xDEADBEEF, 7)
+    ref = reference_words(key, (width * count + 3) // 4).view(np.uint8)[:width * count]
+    got = mx.random.bits((count,), width, mx.array(np.array(key, np.uint32)))
+    assert got.dtype == {1: mx.uint8, 2: mx.uint16, 4: mx.uint32}[width]
+    np.testing.assert_array_equal(np.array(got).view(np.uint8), ref)
+
+
+def test_bits_of_several_keys_fill_contiguous_blocks():
+    keys = np.array([[1, 2], [3, 4], [5, 6]], np.uint32)
+    got = tf.key_bytes(np, keys, 6)
+    ref = np.concatenate([reference_words(tuple(k), 2).view(np.uint8)[:6] for k in keys.tolist()])
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.skipif(tf._numba is None, reason="numba (the `fast` extra) is not installed")
+@pytest.mark.parametrize("n", (2 * tf.NUMBA_MIN + 1, 4 * tf.CHUNK + 6, 2 * tf.PARALLEL_MIN + 3))
+@pytest.mark.parametrize("transform", ("WORDS", "UNIT", "ERFINV_UNIT"))
+def test_numba_and_numpy_paths_give_identical_bits(monkeypatch, n, transform):
+    t = getattr(tf, transform)
+    param = tf.BELOW_ONE if t is tf.UNIT else None
+    fast = tf.fill(np, (123, 2**32 - 9), n, t, param)
+    monkeypatch.setattr(tf, "_numba", None)
+    slow = tf.fill(np, (123, 2**32 - 9), n, t, param)
+    np.testing.assert_array_equal(fast.view(np.uint32), slow.view(np.uint32))
+    if t is tf.WORDS:
+        np.testing.assert_array_equal(fast[:50], reference_words((123, 2**32 - 9), n)[:50])
+
+
+# -- distributions ---------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("size", SIZES)
+def test_uniform_bit_exact(mlx, dtype, size):
+    for seed in SEEDS[::2]:
+        assert_same(*both(mlx, lambda m, k: m.random.uniform(
+            shape=(size,), dtype=getattr(m, dtype), key=k), seed))
+        assert_same(*both(mlx, lambda m, k: m.random.uniform(
+            -3, 2.5, (size,), getattr(m, dtype), k), seed + 1))
+
+
+def test_uniform_array_bounds_broadcast(mlx, rng):
+    lo = rng.normal(size=(3, 1)).astype(np.float32)
+    hi = lo + rng.uniform(0.5, 4, size=(1, 5)).astype(np.float32)
+    for seed in SEEDS[:4]:
+        assert_same(*both(mlx, lambda m, k: m.random.uniform(
+            m.array(lo), m.array(hi), (2, 3, 5), key=k), seed))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("size", SIZES)
+def test_normal_within_two_ulps(mlx, dtype, size):
+    for seed in SEEDS[1::2]:
+        assert_same(*both(mlx, lambda m, k: m.random.normal(
+            (size,), getattr(m, dtype), key=k), seed), ulps=2)
+    assert_same(*both(mlx, lambda m, k: m.random.normal(
+        (size,), getattr(m, dtype), loc=1.5, scale=3.0, key=k), 9), ulps=2)
+
+
+def test_normal_is_exact_for_float32_and_complex(mlx):
+    # erfinv reproduces MLX's CPU erfinv (glibc logf), so no ulp is lost in practice
+    for seed in SEEDS:
+        assert_same(*both(mlx, lambda m, k: m.random.normal((4097, 3), key=k), seed))
+        assert_same(*both(mlx, lambda m, k: m.random.normal(
+            (5, 33), m.complex64, key=k), seed))
+    assert_same(*both(mlx, lambda m, k: m.random.normal(
+        (77,), m.complex64, loc=1.0, scale=2.0, key=k), 3), ulps=2)
+
+
+@pytest.mark.parametrize("low, high, dtype", [
+    (-5, 17, "int32"), (0, 2, "bool_"), (-1000, 3, "int16"), (3, 300, "uint8"),
+    (-7, -2, "int64"), (2**30 - 100, 2**30, "int32"), (0, 2**31 - 1, "int32"), (0, 10, "uint32")])
+def test_randint_bit_exact(mlx, low, high, dtype):
+    for seed in SEEDS[:5]:
+        for size in (1, 6, 999):
+            assert_same(*both(mlx, lambda m, k: m.random.randint(
+                low, high, (size,), getattr(m, dtype), k), seed))
+
+
+def test_randint_array_bounds(mlx, rng):
+    lo = rng.integers(-50, 50, size=(4, 1)).astype(np.int32)
+    hi = lo + rng.integers(1, 30, size=(1, 6)).astype(np.int32)
+    assert_same(*both(mlx, lambda m, k: m.random.randint(m.array(lo), m.array(hi), (4, 6),
+                                                         key=k), 11))
+
+
+def test_bernoulli_bit_exact(mlx, rng):
+    p = rng.uniform(size=(3, 40)).astype(np.float32)
+    for seed in SEEDS[:4]:
+        for make in (lambda m: 0.3, lambda m: 0.0, lambda m: 1.0, lambda m: m.array(p),
+                     lambda m: m.array(p).astype(m.float16)):
+            assert_same(*both(mlx, lambda m, k: m.random.bernoulli(make(m), (3, 40), key=k), seed))
+        assert_same(*both(mlx, lambda m, k: m.random.bernoulli(m.array(p), key=k), seed))
+        assert_same(*both(mlx, lambda m, k: m.random.bernoulli(key=k), seed))
+
+
+def test_permutation_bit_exact(mlx, rng):
+    x = rng.normal(size=(6, 9, 4)).astype(np.float32)
+    for seed in SEEDS[:4]:
+        for n in (0, 1, 2, 7, 1000):
+            assert_same(*both(mlx, lambda m, k: m.random.permutation(n, key=k), seed))
+        for axis in (0, 1, -1):
+            assert_same(*both(mlx, lambda m, k: m.random.permutation(
+                m.array(x), axis, key=k), seed))
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"axis": 0}, {"num_samples": 17}, {"shape": (3, 5)},
+                                    {"axis": 0, "num_samples": 3}])
+def test_categorical_bit_exact(mlx, rng, kwargs):
+    logits = rng.normal(size=(5, 8)).astype(np.float32)
+    logits[1] = 0.0  # ties between categories: argmax must break them as MLX does
+    for seed in SEEDS[:5]:
+        assert_same(*both(mlx, lambda m, k: m.random.categorical(m.array(logits), key=k,
+                                                                 **kwargs), seed))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_gumbel_bit_exact(mlx, dtype):
+    for seed in SEEDS[:4]:
+        assert_same(*both(mlx, lambda m, k: m.random.gumbel((1001,), getattr(m, dtype), k), seed))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_laplace_within_two_ulps(mlx, dtype):
+    for seed in SEEDS[:4]:
+        assert_same(*both(mlx, lambda m, k: m.random.laplace(
+            (1001,), getattr(m, dtype), key=k), seed), ulps=2)
+        assert_same(*both(mlx, lambda m, k: m.random.laplace(
+            (9,), getattr(m, dtype), 0.5, 2.0, k), seed), ulps=2)
+
+
+def test_truncated_normal_close_and_in_bounds(mlx):
+    for seed in SEEDS[:4]:
+        ours, theirs = both(mlx, lambda m, k: m.random.truncated_normal(-1.0, 2.0, (2000,),
+                                                                       key=k), seed)
+        a, b = host(ours), host(theirs)
+        assert a.min() >= -1.0 and a.max() <= 2.0
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_multivariate_normal_close(mlx):
+    mean = np.array([1.0, -2.0, 0.5], np.float32)
+    cov = np.array([[2.0, 0.3, 0.1], [0.3, 1.0, -0.2], [0.1, -0.2, 0.5]], np.float32)
+    for seed in SEEDS[:3]:
+        ours, theirs = both(mlx, lambda m, k: m.random.multivariate_normal(
+            m.array(mean), m.array(cov), (50,), key=k), seed)
+        assert ours.shape == (50, 3)
+        np.testing.assert_allclose(host(ours), host(theirs), rtol=1e-4, atol=1e-4)
+
+
+def test_statistics_of_large_draws():
+    x = np.array(mx.random.normal((200_000,), key=mx.random.key(5)))
+    assert abs(x.mean()) < 0.01 and abs(x.std() - 1) < 0.01
+    u = np.array(mx.random.uniform(shape=(200_000,), key=mx.random.key(6)))
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.005
+
+
+# -- streams, laziness, the global sequence -----------------------------------------------------
+def test_same_numbers_on_every_stream():
+    k = mx.random.key(77)
+    expected = np.array(mx.random.normal((1001,), key=k))
+    tls = mx.new_thread_local_stream(mx.cpu)
+    for s in (mx.new_stream(mx.cpu), tls, mx.cpu, mx.default_stream(mx.cpu)):
+        np.testing.assert_array_equal(np.array(mx.random.normal((1001,), key=k, stream=s)),
+                                      expected)
+        np.testing.assert_array_equal(np.array(mx.random.permutation(50, key=k, stream=s)),
+                                      np.array(mx.random.permutation(50, key=k)))
+
+
+def test_key_from_one_stream_used_on_another():
+    s1, s2 = mx.new_stream(mx.cpu), mx.new_stream(mx.cpu)
+    sub = mx.random.split(mx.random.key(3), 4, stream=s1)[2]
+    x = mx.random.uniform(shape=(100_000,), key=sub, stream=s2)
+    assert x._data is None  # lazy until evaluated
+    mx.eval(x)
+    ref = mx.random.uniform(shape=(100_000,), key=mx.array(np.array(mx.random.split(
+        mx.random.key(3), 4))[2]))
+    np.testing.assert_array_equal(np.array(x), np.array(ref))
+
+
+def test_seed_then_draw_equals_split_key(mlx):
+    mx.random.seed(1234)
+    first = np.array(mx.random.uniform(shape=(5,)))
+    second = np.array(mx.random.normal((5,)))
+    k0, k1 = mx.random.split(mx.random.key(1234))
+    np.testing.assert_array_equal(first, np.array(mx.random.uniform(shape=(5,), key=k1)))
+    nxt = mx.random.split(k0)[1]
+    np.testing.assert_array_equal(second, np.array(mx.random.normal((5,), key=nxt)))
+    mlx.random.seed(1234)
+    np.testing.assert_array_equal(first, np.array(mlx.random.uniform(shape=(5,))))
+    np.testing.assert_array_equal(second, np.array(mlx.random.normal((5,))))
+
+
+def test_global_sequence_is_per_thread_and_reset_by_clear_streams():
+    mx.random.seed(7)
+    a = np.array(mx.random.uniform(shape=(4,)))
+    out = {}
+
+    def other():
+        mx.random.seed(8)
+        out["b"] = np.array(mx.random.uniform(shape=(4,)))
+
+    mx.random.seed(7)
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    np.testing.assert_array_equal(np.array(mx.random.uniform(shape=(4,))), a)
+    assert not np.array_equal(out["b"], a)
+    mx.random.seed(7)
+    mx.clear_streams()
+    assert srandom._local.key is None  # unseeded again: the next draw keys from the clock
+    assert not np.array_equal(np.array(mx.random.uniform(shape=(4,))), a)
+
+
+def test_unseeded_draws_differ_between_calls():
+    assert not np.array_equal(np.array(mx.random.uniform(shape=(8,))),
+                              np.array(mx.random.uniform(shape=(8,))))
+
+
+# -- bad arguments fail when the op is built ----------------------------------------------------
+@pytest.mark.parametrize("call, exc, words", [
+    (lambda: mx.random.uniform(shape=(-1, 2)), ValueError, ["uniform", "-1"]),
+    (lambda: mx.random.normal((3, -2)), ValueError, ["normal", "-2"]),
+    (lambda: mx.random.bernoulli(1.5), ValueError, ["bernoulli", "1.5"]),
+    (lambda: mx.random.bernoulli(-0.1, (3,)), ValueError, ["bernoulli", "-0.1"]),
+    (lambda: mx.random.randint(5, 2), ValueError, ["randint", "5", "2"]),
+    (lambda: mx.random.uniform(key=[0, 1]), TypeError, ["uniform", "list"]),
+    (lambda: mx.random.normal(key=mx.array([0, 1])), ValueError, ["normal", "int32"]),
+    (lambda: mx.random.split(mx.array(np.zeros(3, np.uint32))), ValueError, ["split", "(3,)"]),
+    (lambda: mx.random.uniform(dtype=mx.int32), ValueError, ["uniform", "int32"]),
+    (lambda: mx.random.randint(0, 3, dtype=mx.float32), ValueError, ["randint", "float32"]),
+    (lambda: mx.random.uniform(mx.zeros((3,)), 1, (2,)), ValueError, ["uniform", "(2,)"]),
+    (lambda: mx.random.seed(-1), ValueError, ["seed", "-1"]),
+    (lambda: mx.random.key(1.5), TypeError, ["key", "float"]),
+    (lambda: mx.random.bits((2,), 3), ValueError, ["bits", "3"]),
+    (lambda: mx.random.categorical(mx.zeros((3, 4)), shape=(2,), num_samples=2), ValueError,
+     ["categorical"]),
+    (lambda: mx.random.multivariate_normal(mx.zeros((2,)), mx.eye(3)), ValueError,
+     ["multivariate_normal", "(3, 3)"]),
+    (lambda: mx.random.uniform(stream="cpu"), TypeError, ["str"]),
+])
+def test_bad_arguments_raise_at_build_time(call, exc, words):
+    with pytest.raises(exc) as info:
+        call()
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_docstring_examples():
+    assert doctest.testmod(srandom, verbose=False).failed == 0
