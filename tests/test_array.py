@@ -234,7 +234,8 @@ INDICES = [0, -1, 1, (1, 2), (-1, -2, 3), slice(None), slice(1, None), slice(Non
            (slice(None), None, 0), (Ellipsis, None), (0, 0, 0, 0), (slice(5, 10),),
            (slice(-3, -1), slice(None, None, 2)), (1, slice(None, None, -2), None, Ellipsis),
            np.array([1, 0, 1]), (slice(None), np.array([2, 0])),
-           (np.array([0, 1]), np.array([1, 2])), (np.array([[0], [1]]), slice(None), np.array([1, 3])),
+           (np.array([0, 1]), np.array([1, 2])),
+           (np.array([[0], [1]]), slice(None), np.array([1, 3])),
            (Ellipsis, np.array([4, 0, -1])), (0, np.array([2, 1]), slice(None), 3),
            (np.array([1, 0]), slice(None), np.array([1, 3])), [1, 0]]
 

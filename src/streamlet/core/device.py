@@ -10,6 +10,12 @@ from ..backend import gpu_count, gpu_info
 
 
 class DeviceType(enum.Enum):
+    """The kinds of device, `mx.cpu` and `mx.gpu`.
+
+    >>> mx.Device(mx.cpu) == mx.cpu, mx.cpu
+    (True, DeviceType.cpu)
+    """
+
     cpu = 0
     gpu = 1
 
@@ -23,7 +29,11 @@ cpu, gpu = DeviceType.cpu, DeviceType.gpu
 
 
 class Device:
-    """A device, a small immutable value: `Device(cpu) == cpu` and `repr` is `Device(cpu, 0)`."""
+    """A device, a small immutable value equal to its bare DeviceType.
+
+    >>> mx.Device(mx.cpu), mx.Device(mx.cpu) == mx.cpu, mx.Device(mx.gpu, 1) == mx.gpu
+    (Device(cpu, 0), True, True)
+    """
 
     __slots__ = ("type", "index")
 
@@ -63,13 +73,21 @@ def as_device(d) -> Device:
 
 
 def device_count(type: DeviceType) -> int:
-    """How many devices of a type exist: `device_count(cpu) == 1`."""
+    """How many devices of a type exist.
+
+    >>> mx.device_count(mx.cpu)
+    1
+    """
     type = as_device(type).type
     return 1 if type is cpu else gpu_count()
 
 
 def is_available(d) -> bool:
-    """Whether a device exists here: `is_available(cpu)` is True."""
+    """Whether a device exists here.
+
+    >>> mx.is_available(mx.cpu), mx.is_available(mx.Device(mx.cpu, 1))
+    (True, False)
+    """
     d = as_device(d)
     return d.index < device_count(d.type)
 
@@ -107,7 +125,11 @@ def set_global_default_device(d) -> None:
 
 
 def device_info(d=None) -> dict:
-    """A dict describing a device: `device_info(cpu)["device_name"]`."""
+    """A dict describing a device (the default one if None).
+
+    >>> sorted(k for k in mx.device_info(mx.cpu) if k in ("architecture", "device_name"))
+    ['architecture', 'device_name']
+    """
     from .stream import default_device
     d = default_device() if d is None else check_available(as_device(d), "device_info")
     if d.type is gpu:

@@ -22,7 +22,12 @@ _generation = [0]  # bumped when the process-wide default device changes
 
 
 class Stream:
-    """An ordered queue of work on one device: `Stream(Device(cpu, 0), 3)`."""
+    """An ordered queue of work on one device, a value compared by (device, index).
+
+    >>> s = mx.new_stream(mx.cpu)
+    >>> s, s.device, s == s, s == mx.new_stream(mx.cpu)
+    (Stream(Device(cpu, 0), ...), Device(cpu, 0), True, False)
+    """
 
     __slots__ = ("device", "index", "_state")
 
@@ -56,7 +61,11 @@ class Stream:
 
 
 class ThreadLocalStream:
-    """One handle naming a distinct stream in every thread that uses it."""
+    """One handle naming a distinct stream in every thread that uses it.
+
+    >>> mx.new_thread_local_stream(mx.cpu)
+    ThreadLocalStream(Device(cpu, 0), ...)
+    """
 
     __slots__ = ("device", "index")
 
@@ -101,7 +110,12 @@ def _owner():
 
 
 def default_device() -> Device:
-    """The device ops run on without `stream=`: the GPU if present, else the CPU."""
+    """The device ops run on without `stream=`: the GPU if present, else the CPU.
+
+    >>> with mx.stream(mx.cpu):
+    ...     mx.default_device()
+    Device(cpu, 0)
+    """
     d = _local.device
     return d if d is not None else _dev.global_default_device()
 
@@ -117,7 +131,12 @@ def _new(device, owner, op):
 
 
 def new_stream(device) -> Stream:
-    """A new stream on `device`, usable for evaluation only in the thread that made it."""
+    """A new stream on `device`, usable for evaluation only in the thread that made it.
+
+    >>> s = mx.new_stream(mx.cpu)
+    >>> (mx.ones((2,), stream=s) * 3).tolist()
+    [3.0, 3.0]
+    """
     s = _new(device, _owner(), "new_stream")
     _local.owned.append(s)
     return s
@@ -134,13 +153,24 @@ def new_thread_unsafe_stream(device) -> Stream:
 
 
 def new_thread_local_stream(device) -> ThreadLocalStream:
-    """One handle that names a separate stream in each thread: `ThreadLocalStream(Device(cpu, 0), 0)`."""
+    """One handle that names a separate stream in each thread that uses it.
+
+    >>> tls = mx.new_thread_local_stream(mx.cpu)
+    >>> (mx.arange(3, stream=tls) + 1).tolist()
+    [1, 2, 3]
+    """
     d = check_available(as_device(device), "new_thread_local_stream")
     return ThreadLocalStream(d, next(_next_tls_index))
 
 
 def stream_from_thread_local_stream(tls: ThreadLocalStream) -> Stream:
-    """The concrete stream this thread's use of `tls` resolves to (made on first use)."""
+    """The concrete stream this thread's use of `tls` resolves to (made on first use).
+
+    >>> tls = mx.new_thread_local_stream(mx.cpu)
+    >>> s = mx.stream_from_thread_local_stream(tls)
+    >>> s == mx.stream_from_thread_local_stream(tls), mx.zeros((1,), stream=tls).tolist()
+    (True, [0.0])
+    """
     if not isinstance(tls, ThreadLocalStream):
         raise TypeError(f"[stream_from_thread_local_stream] Expected a ThreadLocalStream, "
                         f"got {type(tls).__name__}.")
@@ -152,7 +182,11 @@ def stream_from_thread_local_stream(tls: ThreadLocalStream) -> Stream:
 
 
 def default_stream(device) -> Stream:
-    """This thread's default stream for `device`, made on first use."""
+    """This thread's default stream for `device`, made on first use.
+
+    >>> mx.default_stream(mx.cpu) == mx.default_stream(mx.Device(mx.cpu, 0))
+    True
+    """
     d = check_available(as_device(device), "default_stream")
     s = _local.overrides.get(d) or _local.defaults.get(d)
     if s is None or s._state.closed:
@@ -170,7 +204,11 @@ def set_default_stream(s) -> None:
 
 
 def get_streams() -> list:
-    """Every concrete stream made so far in the process and not destroyed."""
+    """Every concrete stream made so far in the process and not destroyed.
+
+    >>> mx.new_stream(mx.cpu) in mx.get_streams()
+    True
+    """
     with _registry_lock:
         return list(_streams.values())
 
@@ -231,7 +269,15 @@ class StreamContext:
 
 
 def stream(s) -> StreamContext:
-    """Context manager: `with mx.stream(s): ...` runs ops without `stream=` on `s`."""
+    """Context manager: ops without `stream=` inside it run on `s` (or `s`'s device).
+
+    >>> s = mx.new_stream(mx.cpu)
+    >>> with mx.stream(s):
+    ...     mx.default_stream(mx.cpu) == s
+    True
+    >>> mx.default_stream(mx.cpu) == s
+    False
+    """
     return StreamContext(s)
 
 
@@ -248,7 +294,19 @@ def _short(s):
 
 
 def synchronize(s=None) -> None:
-    """Block until all work scheduled on `s` has finished; raise the error of a failed op."""
+    """Block until all work scheduled on `s` has finished; raise the error of a failed op.
+
+    `s` is a Stream, a ThreadLocalStream, a Device (its default stream) or None
+    (the default stream of the default device).
+
+    >>> s = mx.new_stream(mx.cpu)
+    >>> x = mx.linalg.inv(mx.zeros((2, 2)), stream=s)
+    >>> mx.async_eval(x)
+    >>> mx.synchronize(s)
+    Traceback (most recent call last):
+    RuntimeError: [linalg.inv] The matrix is singular...
+    >>> mx.synchronize(s)  # reported once; the stream stays usable
+    """
     st = resolve(None if s is None else _concrete(s, "synchronize"))
     check_usable(st)
     if st.completed != st.issued:
