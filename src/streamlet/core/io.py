@@ -3,6 +3,11 @@
 bfloat16 travels in `.npy`/`.npz` as NumPy writes ml_dtypes' bfloat16 (descr '<V2', which
 MLX reads back as bfloat16) and in safetensors as "BF16". Safetensors is written directly:
 an 8-byte little-endian header length, a JSON header, then the raw little-endian data.
+
+>>> import io
+>>> f = io.BytesIO(); mx.save(f, mx.arange(3)); _ = f.seek(0)
+>>> mx.load(f, format="npy")
+array([0, 1, 2], dtype=int32)
 """
 from __future__ import annotations
 
