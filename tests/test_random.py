@@ -9,6 +9,7 @@ import pytest
 import streamlet.core as mx
 from streamlet.core import random as srandom
 from streamlet.core.ops import threefry as tf
+from streamlet.core.ops.special import erf_f32_mlx, erfinv_f32
 
 SEEDS = (0, 1, 42, 2**31 + 3, 2**32, 2**32 + 5, 2**63 + 2**40 + 17, 2**64 - 1)
 SIZES = (1, 2, 3, 7, 64, 1001, 10_000)
@@ -201,13 +202,31 @@ def test_laplace_within_two_ulps(mlx, dtype):
             (9,), getattr(m, dtype), 0.5, 2.0, k), seed), ulps=2)
 
 
-def test_truncated_normal_close_and_in_bounds(mlx):
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_truncated_normal_bit_exact_and_in_bounds(mlx, dtype, rng):
     for seed in SEEDS[:4]:
-        ours, theirs = both(mlx, lambda m, k: m.random.truncated_normal(-1.0, 2.0, (2000,),
-                                                                       key=k), seed)
-        a, b = host(ours), host(theirs)
-        assert a.min() >= -1.0 and a.max() <= 2.0
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+        for lo, hi in ((-1.0, 2.0), (0.5, 3.0), (-4.0, -1.0)):
+            ours, theirs = both(mlx, lambda m, k: m.random.truncated_normal(
+                lo, hi, (2000,), getattr(m, dtype), k), seed)
+            assert_same(ours, theirs)
+            assert host(ours).min() >= lo and host(ours).max() <= hi
+    lo = rng.uniform(-2, 0, size=(3, 1)).astype(np.float32)
+    assert_same(*both(mlx, lambda m, k: m.random.truncated_normal(
+        m.array(lo), 1.5, key=k), 3))
+
+
+def test_erf_as_mlx_computes_it(mlx):
+    x = np.arange(0, 0x41000000, 9973, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([x, -x, np.float32([np.nan, np.inf, -np.inf])])
+    np.testing.assert_array_equal(erf_f32_mlx(np, x), np.array(mlx.erf(mlx.array(x))))
+
+
+def test_erfinv_as_mlx_computes_it(mlx):
+    x = np.arange(0, 0x3F800000, 4999, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([x, -x, np.float32([1, -1, 0, 2, np.nan])])
+    with np.errstate(all="ignore"):
+        ours = erfinv_f32(np, x)
+    np.testing.assert_array_equal(ours, np.array(mlx.erfinv(mlx.array(x))))
 
 
 def test_multivariate_normal_close(mlx):

@@ -27,7 +27,7 @@ from .ops.creation import astype
 from .ops.linalg import matmul
 from .ops.reduction import argmax
 from .ops.shape import expand_dims, squeeze
-from .ops.special import logf_glibc
+from .ops.special import erf_f32_mlx, logf_glibc
 
 _M32 = 0xFFFFFFFF
 _BERNOULLI_UPPER = np.nextafter(np.float32(_M32), np.float32(np.inf))  # 2^32 + 512
@@ -174,6 +174,11 @@ def _permutation_kernel(xp, k, n):
     return xp.argsort(w, kind="stable").astype(np.uint32)
 
 
+def _erf_kernel(xp, a):
+    """MLX's CPU erf (truncated_normal's CDF bounds), in float32, rounded to the input type."""
+    return erf_f32_mlx(xp, a).astype(a.dtype, copy=False)
+
+
 def _take_kernel(xp, a, idx, axis):
     return xp.take(a, idx.astype(np.int64), axis=axis)
 
@@ -190,6 +195,7 @@ NORMAL = b.make("normal", _normal_kernel)
 GUMBEL = b.make("gumbel", _gumbel_kernel)
 PERMUTATION = b.make("permutation", _permutation_kernel)
 TAKE = b.make("permutation_take", _take_kernel)
+ERF = b.make("truncated_normal_erf", _erf_kernel)
 SQRT_COV = b.make("multivariate_normal_sqrt_cov", _sqrt_cov_kernel)
 
 _BELOW_ONE = {dt.float32: tf.BELOW_ONE}
@@ -338,8 +344,8 @@ def truncated_normal(lower, upper, shape=None, dtype=dt.float32, key=None, *, st
         shape = b.broadcast_shapes(lo.shape, hi.shape, op="truncated_normal")
     shape = _shape(shape, "truncated_normal")
     sqrt2 = b.const(math.sqrt(2.0), d)
-    a = ew.erf(ew.divide(lo, sqrt2, stream=stream), stream=stream)
-    c = ew.erf(ew.divide(hi, sqrt2, stream=stream), stream=stream)
+    a, c = (ew.divide(x, sqrt2, stream=stream) for x in (lo, hi))
+    a, c = (b.node(ERF, (x,), x.shape, d, b.NO_PARAMS, b.resolve(stream)) for x in (a, c))
     u = uniform(a, c, shape, d, k, stream=stream)
     out = ew.multiply(sqrt2, ew.erfinv(u, stream=stream), stream=stream)
     return ew.maximum(ew.minimum(hi, out, stream=stream), lo, stream=stream)
