@@ -1,0 +1,533 @@
+"""The CUDA backend: ops of GPU streams run as CuPy kernels on one CUDA stream each.
+
+Streams.  Each GPU `Stream` gets a non-blocking CUDA stream on its device, made
+on first use and kept in `StreamState.native` (a `Handle`).  An op runs with
+that device and that stream current, so CuPy launches there and allocates from
+the stream's arena of the memory pool.
+
+Order between streams.  A GPU input made on another GPU stream is waited for
+with a CUDA event recorded on the producer's stream and waited on by the
+consumer's stream: the host never blocks.  An input on another device is
+copied peer to peer after that wait.  A CPU-stream result is copied to the
+device on the consumer's stream (the scheduler has already waited for the CPU
+work); host arrays made by `mx.array` are copied once per stream and cached
+while the NumPy array lives.  A CPU reader of a GPU result copies it back with
+a copy that waits for the producing stream.
+
+Memory.  CuPy's default pool keeps one free list per stream, so a block freed
+on stream A is only reused by later work on A, which runs after every earlier
+kernel on A.  What that misses is a block of A read by a kernel on stream B and
+freed (its last Python reference dropped) before B's kernel ran: A could reuse
+it too early.  So every input read across streams or devices is held, with an
+event recorded after the reading kernel, until that event has completed
+(`Handle.retained`, swept on later launches and at synchronize).  We chose this
+over `MemoryAsyncPool` because cudaFreeAsync orders a free only on one stream,
+which does not cover readers on other streams either, and the default pool is
+faster for the many tiny allocations of small-op programs.
+
+Evaluation.  Elementwise ops are fused (see `cuda_fuse`): `execute` defers them
+and the DAG is compiled into one kernel when its value is needed or at the end
+of the eval (a callback on the stream's timeline, `Handle.flush`), which also
+waits for the CUDA stream, so `eval` returns when the GPU work is done, as in
+MLX.  `async_eval` does the same on a worker thread.
+
+Failures.  Out of memory surfaces as RuntimeError naming the op and the bytes;
+the pool's cached blocks are released so the process stays usable.  CUDA errors
+met at synchronize become RuntimeError.
+
+bfloat16.  CuPy has no bfloat16: such arrays live on the GPU as their uint16
+bit patterns (`BF16`); ops on them compute in float32 and round to nearest even
+back to bfloat16, which is what ml_dtypes does on the CPU, so both devices give
+the same bits.  `__dlpack__` of a bfloat16 GPU array exports the uint16 bits.
+
+float32 matmul uses TF32 tensor cores, as MLX's CUDA backend does by default.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import weakref
+
+import cupy as cp
+import numpy as np
+from cupy.cuda import runtime
+
+from . import cuda_fuse as fuse
+from .cuda_fuse import CTYPE, Lazy
+
+try:
+    import ml_dtypes
+    BF16_NP = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - ml_dtypes is a dependency of the core
+    BF16_NP = None
+
+_OOM = cp.cuda.memory.OutOfMemoryError
+_CUDA_ERRORS = (runtime.CUDARuntimeError, cp.cuda.driver.CUDADriverError)
+
+
+def device_count() -> int:
+    """Number of CUDA devices (0 when the driver or a GPU is missing)."""
+    try:
+        return runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+def device_info(index: int) -> dict:
+    """Name, architecture and memory of CUDA device `index`."""
+    p = runtime.getDeviceProperties(index)
+    name = p["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    with cp.cuda.Device(index):
+        free, total = runtime.memGetInfo()
+    return {"device_name": name, "architecture": f"sm_{p['major']}{p['minor']}",
+            "memory_size": total, "free_memory": free, "max_buffer_length": total,
+            "max_recommended_working_set_size": total,
+            "compute_capability": (p["major"], p["minor"]),
+            "multiprocessor_count": p["multiProcessorCount"],
+            "cuda_runtime_version": runtime.runtimeGetVersion()}
+
+
+class BF16:
+    """A bfloat16 array on the GPU: its bits as a cupy uint16 array."""
+
+    __slots__ = ("bits",)
+
+    def __init__(self, bits):
+        self.bits = bits
+
+    def __dlpack_device__(self):
+        return self.bits.__dlpack_device__()
+
+
+class Handle:
+    """The CUDA side of one GPU stream."""
+
+    __slots__ = ("index", "device", "stream", "ptr", "lock", "pending", "hold", "retained",
+                 "armed", "epoch", "flush", "__weakref__")
+
+    def __init__(self, state):
+        self.index = state.stream.device.index
+        self.device = cp.cuda.Device(self.index)
+        with self.device:
+            self.stream = cp.cuda.Stream(non_blocking=True)
+        self.ptr = self.stream.ptr
+        self.lock = threading.RLock()  # guards pending, hold, retained and launches of Lazies
+        self.pending = []  # Lazies made since the last flush
+        self.hold = []  # inputs from other streams read by pending Lazies
+        self.retained = []  # (event, objects): keep objects alive until the event completes
+        self.armed = 0  # the stream number a flush is already registered for
+        self.epoch = 1  # counts flushes; a Lazy of an older one is computed before reuse
+        ref = weakref.ref(self)
+        self.flush = lambda: _flush(ref())
+
+
+_create_lock = threading.Lock()
+
+
+def handle(state) -> Handle:
+    """The Handle of a GPU StreamState (made on first use)."""
+    h = state.native
+    if h is None:
+        with _create_lock:
+            if state.native is None:
+                state.native = Handle(state)
+            h = state.native
+    return h
+
+
+def _arm(state, h):
+    """Register a flush for the end of this eval's work on the stream."""
+    seq = state.issued
+    if h.armed < seq:
+        h.armed = seq
+        state.when_done(seq, h.flush)
+
+
+# -- running ops ------------------------------------------------------------------------------
+
+def execute(node, args):
+    """Run (or, for elementwise ops, defer) one node on its stream's CUDA stream."""
+    state = node._stream
+    h = state.native or handle(state)
+    _arm(state, h)
+    prim = node._prim
+    if prim.name in fuse.FUSABLE:
+        lz = _defer(node, args, h)
+        if lz is not None:
+            return lz
+    with h.device, h.stream:
+        held = []
+        dev_args = [_device_arg(a, inp, h, held) for a, inp in zip(args, node._inputs)]
+        params = node._params
+        out_bf16 = node._dtype.name == "bfloat16"
+        if out_bf16 or any(type(a) is BF16 for a in dev_args):
+            dev_args, params = _bf16_inputs(dev_args, params)
+        fn = OVERRIDES.get(prim.name) or prim.gpu or prim.kernel
+        try:
+            try:
+                out = fn(cp, *dev_args, **params)
+            except NotImplementedError:  # an override that does not cover these inputs
+                out = prim.kernel(cp, *dev_args, **params)
+            if type(out) is not cp.ndarray:
+                out = cp.asarray(out)
+            if out_bf16:
+                out = BF16(_to_bf16(out))
+        except _OOM as exc:
+            raise out_of_memory(prim.name, h, exc) from None
+        if held:
+            _retain(h, held)
+    return out
+
+
+def _defer(node, args, h):
+    """A Lazy for an elementwise node, or None when it can't be fused."""
+    prim = node._prim
+    name = prim.name
+    params = node._params
+    out_np = node._dtype.np
+    out_t = CTYPE.get(out_np)
+    compute = params.get("dtype") if params else None
+    if name == "astype":
+        compute = out_np
+    elif compute is None:
+        compute = node._inputs[-1]._dtype.np
+    compute_t = CTYPE.get(np.dtype(compute))
+    if not fuse.can_fuse(name, compute_t, out_t):
+        return None
+    shape = node._shape
+    operands = []
+    types = []
+    for i, (a, inp) in enumerate(zip(args, node._inputs)):
+        kind = type(a)
+        if kind is Lazy:
+            if a.handle is not h or a.shape != shape or a.epoch != h.epoch:
+                a = _value_of(a, h, inp)
+                if a is None:
+                    return None
+            t = CTYPE.get(a.dtype)
+        elif kind is cp.ndarray:
+            t = CTYPE.get(a.dtype)
+            if inp._stream is not None and inp._stream.native is not h:
+                a = _from_other_stream(a, inp._stream.native, h, h.hold)
+        elif isinstance(a, np.generic):
+            t = CTYPE.get(a.dtype)
+        elif kind is np.ndarray:
+            t = CTYPE.get(a.dtype)
+            if t is not None:
+                with h.device, h.stream:
+                    a = _host_to_device(a, inp, h)
+        else:
+            return None
+        if t is None:
+            return None
+        operands.append(a)
+        types.append("bool" if name == "where" and i == 0 else compute_t)
+    spec = fuse.spec_of(name, compute_t, out_t, tuple(types))
+    lz = Lazy(h, spec, operands, shape, out_np, weakref.ref(node))
+    h.pending.append(lz)
+    return lz
+
+
+def _value_of(lz, h, inp):
+    """The value of a Lazy that can't join this DAG (another stream, another shape)."""
+    materialize(lz)
+    v = lz.value
+    if lz.handle is not h:
+        v = _from_other_stream(v, lz.handle, h, h.hold)
+    return v
+
+
+def _device_arg(a, inp, h, held):
+    """An op input as the kernel takes it: on this device, ordered after its producer."""
+    kind = type(a)
+    if kind is Lazy:
+        materialize(a)
+        if a.handle is h:
+            return a.value
+        return _from_other_stream(a.value, a.handle, h, held)
+    if kind is cp.ndarray or kind is BF16:
+        st = inp._stream
+        if st is not None and st.native is not h:
+            bits = a.bits if kind is BF16 else a
+            bits = _from_other_stream(bits, st.native, h, held)
+            return BF16(bits) if kind is BF16 else bits
+        return a
+    if isinstance(a, np.generic):
+        return np.float32(a) if a.dtype == BF16_NP else a
+    if kind is np.ndarray:
+        return _host_to_device(a, inp, h)
+    return a
+
+
+def _from_other_stream(a, producer, h, held):
+    """`a` made on `producer`'s stream, usable on `h`'s: an event wait, a peer copy if needed."""
+    if producer is None or producer is h:
+        return a
+    if producer.index != h.index and not a.flags.c_contiguous:
+        with producer.device, producer.stream:
+            a = cp.ascontiguousarray(a)
+    ev = cp.cuda.Event(block=False, disable_timing=True)
+    ev.record(producer.stream)
+    h.stream.wait_event(ev)
+    held.append(a)
+    if producer.index != h.index:
+        with h.device, h.stream:
+            out = cp.empty(a.shape, a.dtype)
+            out.data.copy_from_device_async(a.data, a.nbytes, h.stream)
+        return out
+    return a
+
+
+_host_cache: dict = {}  # (id(handle), id(ndarray)) -> device copy, while the ndarray lives
+_host_lock = threading.Lock()
+
+
+def _host_to_device(a, inp, h):
+    """A host array on this stream's device (call with the handle's device and stream current).
+
+    Arrays made by `mx.array` are copied once per stream and cached; results of
+    CPU streams are copied each time they are read.
+    """
+    bf16 = a.dtype == BF16_NP
+    if inp._stream is None:
+        key = (id(h), id(a))
+        hit = _host_cache.get(key)
+        if hit is not None and hit[0]() is a:
+            return hit[1]
+    dev = cp.empty(a.shape, np.uint16 if bf16 else a.dtype)
+    src = a.view(np.uint16) if bf16 else a
+    dev.set(np.ascontiguousarray(src), stream=h.stream)
+    out = BF16(dev) if bf16 else dev
+    if inp._stream is None:
+        with _host_lock:
+            _host_cache[key] = (weakref.ref(a, lambda _, k=key: _host_cache.pop(k, None)), out)
+    return out
+
+
+def _retain(h, objects):
+    """Keep `objects` alive until the work queued so far on `h`'s stream has run."""
+    ev = cp.cuda.Event(block=False, disable_timing=True)
+    ev.record(h.stream)
+    with h.lock:
+        r = h.retained
+        while r and r[0][0].done:
+            r.pop(0)
+        r.append((ev, objects))
+
+
+def out_of_memory(op, h, exc):
+    """A RuntimeError naming the op and the bytes; frees the pool's cached blocks."""
+    m = re.search(r"allocating ([\d,]+) bytes", str(exc))
+    size = m.group(1).replace(",", "") if m else "?"
+    cp.get_default_memory_pool().free_all_blocks()
+    return RuntimeError(f"[{op}] Out of memory on Device(gpu, {h.index}): could not allocate "
+                        f"{size} bytes.")
+
+
+# -- fused kernels ------------------------------------------------------------------------------
+
+def materialize(lz):
+    """Compute a Lazy's value now, on its own stream."""
+    if lz.value is not None:
+        return
+    h = lz.handle
+    with h.lock, h.device, h.stream:
+        if lz.value is None:
+            _compute(fuse.collect([lz]), h, retain=True)
+
+
+def _compute(plan, h, retain=False):
+    """Launch one kernel computing the plan's outputs (one shape); caller made h current."""
+    roots = plan.roots
+    shape = roots[0].shape
+    if len(plan.leaves) + len(plan.consts) + len(roots) >= fuse.MAX_PARAMS:
+        for n in plan.nodes:  # too many operands for one launch: one kernel per node
+            if n.value is None:
+                _compute(fuse.collect([n]), h, retain)
+        return
+    n = 1
+    for d in shape:
+        n *= d
+    try:
+        leaves = [_flat_leaf(a, shape) for a in plan.leaves]
+        outs = [cp.empty(shape, r.dtype) for r in roots]
+    except _OOM as exc:
+        raise out_of_memory(roots[0].spec[1], h, exc) from None
+    if n:
+        _launch(plan, leaves, outs, n, h)
+        if retain and leaves:
+            _retain(h, leaves)
+    for r, o in zip(roots, outs):
+        r.value = o
+        r.args = None
+
+
+def _flat_leaf(a, shape):
+    if a.size == 1 or (a.shape == shape and a.flags.c_contiguous):
+        return a
+    return cp.ascontiguousarray(cp.broadcast_to(a, shape))
+
+
+def _launch(plan, leaves, outs, n, h):
+    leaf_types = tuple(CTYPE[a.dtype] for a in leaves)
+    scalar = tuple(a.size == 1 and n != 1 for a in leaves)
+    const_types = tuple(CTYPE[c.dtype] for c in plan.consts)
+    out_types = tuple(CTYPE[o.dtype] for o in outs)
+    pointers = [a.data.ptr for a in leaves] + [o.data.ptr for o in outs]
+    vec = 4 if n >= 4 and all(
+        s or p % (4 * a.itemsize) == 0
+        for a, p, s in zip(leaves + outs, pointers, scalar + (False,) * len(outs))) else 1
+    key = (tuple(plan.specs), leaf_types, scalar, const_types, out_types,
+           tuple(plan.outputs), vec)
+    fptr = fuse.kernel_for(key, h.index, lambda: fuse.source(
+        plan.specs, leaf_types, scalar, const_types, out_types, plan.outputs, vec))
+    codes = "".join(fuse.const_code(t) for t in const_types)
+    values = [float(c) if code == "d" else int(c) for c, code in zip(plan.consts, codes)]
+    fuse.launch(fptr, h.ptr, pointers, n, values, codes, vec)
+
+
+def _flush(h):
+    """End of an eval on this stream: compute the sinks of its DAGs, wait for the GPU."""
+    if h is None:
+        return
+    with h.lock:
+        pending, h.pending = h.pending, []
+        h.epoch += 1
+        if pending:
+            with h.device, h.stream:
+                for plan in fuse.plans_for(pending):
+                    try:
+                        _compute(plan, h)
+                    except Exception as exc:
+                        _poison(plan.roots, exc)
+        if h.hold:
+            hold, h.hold = h.hold, []
+            _retain(h, hold)
+    h.stream.synchronize()
+
+
+def _poison(roots, exc):
+    """The arrays of these Lazies failed: every later read raises the error."""
+    from ..core.scheduler import StreamError
+    err = None
+    for r in roots:
+        arr = r.ref() if r.ref is not None else None
+        if arr is None:
+            continue
+        text = str(exc)
+        err = err or StreamError(text if text.startswith("[") else f"[{r.spec[1]}] {text}")
+        arr._error = err
+        st = arr._stream
+        if st is not None:
+            with st.lock:
+                if all(e is not err for e in st.errors):
+                    st.errors.append(err)
+
+
+# -- the rest of the backend interface ------------------------------------------------------------
+
+def import_from(node):
+    """A CPU-stream result read by a GPU op: handed over as a host array, copied in execute."""
+    return node._stream.backend.to_numpy(node._data, node._stream)
+
+
+def to_numpy(data, state):
+    """The value on the host, once the work that made it has run."""
+    h = state.native or handle(state)
+    if type(data) is Lazy:
+        materialize(data)
+        data = data.value
+    if isinstance(data, np.generic | np.ndarray):
+        return data
+    with h.device:
+        if type(data) is BF16:
+            return data.bits.get(stream=h.stream).view(BF16_NP)
+        return data.get(stream=h.stream)
+
+
+def for_export(data, state):
+    """The cupy array behind `__dlpack__`, its stream's work finished."""
+    h = state.native or handle(state)
+    if type(data) is Lazy:
+        materialize(data)
+        data = data.value
+    if type(data) is BF16:
+        data = data.bits
+    h.stream.synchronize()
+    return data
+
+
+def synchronize(state):
+    """Wait for every kernel of the stream; a CUDA error becomes RuntimeError."""
+    h = state.native
+    if h is None:
+        return
+    try:
+        _flush(h)
+        with h.lock:
+            r = h.retained
+            while r and r[0][0].done:
+                r.pop(0)
+    except _CUDA_ERRORS as exc:
+        raise RuntimeError(f"[synchronize] CUDA error on {state.stream}: {exc}") from None
+
+
+# -- bfloat16 ---------------------------------------------------------------------------------
+
+_TO_BF16 = cp.ElementwiseKernel(
+    "float32 x", "uint16 y",
+    "unsigned int u = __float_as_uint(x);"
+    "y = ((u & 0x7fffffffu) > 0x7f800000u) ? (unsigned short)((u >> 16) | 0x40u)"
+    " : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);",
+    "streamlet_to_bf16")
+
+
+def _to_bf16(x):
+    return _TO_BF16(x.astype(cp.float32, copy=False))
+
+
+def _from_bf16(bits):
+    return (bits.astype(cp.uint32) << 16).view(cp.float32)
+
+
+def _is_bf16(v):
+    try:
+        return v is not None and np.dtype(v) == BF16_NP
+    except (TypeError, ValueError):
+        return False
+
+
+def _bf16_inputs(args, params):
+    """bfloat16 inputs as float32, and a float32 compute dtype where params ask for bfloat16."""
+    args = [_from_bf16(a.bits) if type(a) is BF16 else a for a in args]
+    if params:
+        params = {k: (np.float32 if not isinstance(v, (int, float, tuple)) and _is_bf16(v)
+                      else v) for k, v in params.items()}
+    return args, params
+
+
+# -- GPU versions of kernels ------------------------------------------------------------------
+
+def _matmul_tf32(xp, x, y, dtype=None):
+    """float32 matmul on TF32 tensor cores (MLX's CUDA default); other dtypes as CuPy does."""
+    if dtype is not None:
+        x, y = x.astype(dtype, copy=False), y.astype(dtype, copy=False)
+    if x.dtype != np.float32:
+        return cp.matmul(x, y)
+    from cupy_backends.cuda.libs import cublas
+    hdl = cp.cuda.device.get_cublas_handle()
+    mode = cublas.getMathMode(hdl)
+    cublas.setMathMode(hdl, cublas.CUBLAS_TF32_TENSOR_OP_MATH)
+    try:
+        return cp.matmul(x, y)
+    finally:
+        cublas.setMathMode(hdl, mode)
+
+
+def _overrides():
+    from . import cuda_random
+    return {"matmul": _matmul_tf32, **cuda_random.OVERRIDES}
+
+
+OVERRIDES = _overrides()

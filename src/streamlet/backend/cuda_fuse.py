@@ -1,0 +1,392 @@
+"""Fusion of elementwise chains on a GPU stream into one generated CUDA kernel.
+
+`execute` does not launch an elementwise op: it returns a `Lazy`, a node of an
+expression DAG whose leaves are device arrays and scalar constants.  The DAG is
+compiled and launched when something needs a value: a non-elementwise op that
+takes it as input, a read, another stream, or the end of the eval that built it
+(`flush`, called once the stream's nodes of an eval have run).  At a flush only
+the sinks of the DAG are computed, in one kernel with one output per sink; an
+intermediate array the user still holds stays a `Lazy` and is recomputed from
+its own leaves (one small kernel) if it is ever read.
+
+A kernel is cached by the DAG's structure: op names, C types, which leaf or
+constant feeds which operand.  Constant values are kernel arguments, not part
+of the source, so a loop with changing scalars reuses one kernel.  The body is
+compiled with `--fmad=false` so that `a * b + c` rounds as NumPy does.
+
+Launch cost matters as much as bandwidth (a 16-element op is all overhead): the
+kernel arguments are packed into one buffer and passed to `cuLaunchKernel`
+directly, which is several µs cheaper than `RawKernel.__call__`.  Contiguous
+operands of the output's shape are read and written four elements at a time.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+import struct
+import threading
+
+import cupy as cp
+import numpy as np
+from cupy.cuda import driver
+
+_ndarray = cp.ndarray
+
+# NumPy dtype -> C type for what a generated kernel can compute in.
+CTYPE = {
+    np.dtype(np.bool_): "bool", np.dtype(np.int8): "signed char",
+    np.dtype(np.uint8): "unsigned char", np.dtype(np.int16): "short",
+    np.dtype(np.uint16): "unsigned short", np.dtype(np.int32): "int",
+    np.dtype(np.uint32): "unsigned int", np.dtype(np.int64): "long long",
+    np.dtype(np.uint64): "unsigned long long", np.dtype(np.float32): "float",
+    np.dtype(np.float64): "double",
+}
+_FLOATS = ("float", "double")
+_UNSIGNED = ("bool", "unsigned char", "unsigned short", "unsigned int", "unsigned long long")
+
+# op name -> C expression of operands {0}, {1}, {2} (already of the compute type T).
+# `@f(` is a math function, spelled `ff(` for float; rows in _FLOAT_ONLY need a float T.
+EXPR = {
+    "add": "{0} + {1}", "subtract": "{0} - {1}", "multiply": "{0} * {1}",
+    "divide": "{0} / {1}", "power": "@pow({0}, {1})", "arctan2": "@atan2({0}, {1})",
+    "minimum": "({0} < {1} || {0} != {0}) ? {0} : {1}",
+    "maximum": "({0} > {1} || {0} != {0}) ? {0} : {1}",
+    "equal": "{0} == {1}", "not_equal": "{0} != {1}", "less": "{0} < {1}",
+    "less_equal": "{0} <= {1}", "greater": "{0} > {1}", "greater_equal": "{0} >= {1}",
+    "logical_and": "(bool){0} && (bool){1}", "logical_or": "(bool){0} || (bool){1}",
+    "logical_xor": "(bool){0} != (bool){1}",
+    "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
+    "negative": "-{0}", "positive": "{0}", "square": "{0} * {0}",
+    "sqrt": "@sqrt({0})", "rsqrt": "(T)1 / @sqrt({0})", "reciprocal": "(T)1 / {0}",
+    "exp": "@exp({0})", "expm1": "@expm1({0})", "log": "@log({0})", "log1p": "@log1p({0})",
+    "log2": "@log2({0})", "log10": "@log10({0})", "sin": "@sin({0})", "cos": "@cos({0})",
+    "tan": "@tan({0})", "tanh": "@tanh({0})", "sinh": "@sinh({0})", "cosh": "@cosh({0})",
+    "arcsin": "@asin({0})", "arccos": "@acos({0})", "arctan": "@atan({0})",
+    "sigmoid": "(T)1 / ((T)1 + @exp(-{0}))",
+    "logical_not": "!(bool){0}", "astype": "{0}", "where": "{0} ? {1} : {2}",
+}
+_FLOAT_ONLY = {"divide", "power", "arctan2", "sqrt", "rsqrt", "reciprocal", "exp", "expm1",
+               "log", "log1p", "log2", "log10", "sin", "cos", "tan", "tanh", "sinh", "cosh",
+               "arcsin", "arccos", "arctan", "sigmoid"}
+# Ops whose C form depends on the kind of T: (float form, signed form, unsigned/bool form).
+BY_KIND = {
+    "abs": ("@fabs({0})", "({0} < 0 ? -{0} : {0})", "{0}"),
+    "sign": ("({0} != {0}) ? {0} : (T)(({0} > 0) - ({0} < 0))",
+             "(T)(({0} > 0) - ({0} < 0))", "(T)({0} > 0)"),
+    "floor": ("@floor({0})", "{0}", "{0}"), "ceil": ("@ceil({0})", "{0}", "{0}"),
+    "trunc": ("@trunc({0})", "{0}", "{0}"),
+    "isnan": ("isnan({0})", "false", "false"), "isinf": ("isinf({0})", "false", "false"),
+    "isfinite": ("isfinite({0})", "true", "true"),
+    "bitwise_invert": (None, "~{0}", "~{0}"),
+}
+FUSABLE = frozenset(EXPR) | frozenset(BY_KIND)
+_NO_FUSE_BOOL = {"negative", "bitwise_invert", "square", "sign"}  # NumPy special-cases bool
+MAX_PARAMS = 400  # 8 bytes each, inside cuLaunchKernel's 4 KiB parameter limit
+
+
+class Lazy:
+    """An elementwise op not launched yet: its op, its operands and, once run, its value."""
+
+    __slots__ = ("handle", "spec", "args", "shape", "dtype", "value", "ref", "pos", "epoch",
+                 "__weakref__")
+
+    def __init__(self, handle, spec, args, shape, dtype, ref):
+        self.handle = handle  # the stream it runs on
+        self.spec = spec  # interned (op, compute C type, output C type, operand C types)
+        self.args = args  # Lazy, cupy arrays (leaves) or NumPy scalars (constants)
+        self.shape = shape
+        self.dtype = dtype  # NumPy dtype of the value
+        self.value = None  # the cupy array once computed
+        self.ref = ref  # weakref to the array, to poison it if the launch fails
+        self.pos = 0  # place in the plan being built
+        self.epoch = handle.epoch if handle is not None else 0  # the flush it belongs to
+
+    def __dlpack_device__(self):
+        return (2, self.handle.index)  # kDLCUDA
+
+
+_specs: dict = {}
+_spec_lock = threading.Lock()
+
+
+def spec_of(op, compute, out, operand_types):
+    """The interned spec tuple (ids make cache keys cheap)."""
+    key = (op, compute, out, operand_types)
+    s = _specs.get(key)
+    if s is None:
+        with _spec_lock:
+            s = _specs.setdefault(key, (len(_specs),) + key)
+    return s
+
+
+def expression(spec, operands):
+    """The C expression of one node, operands already named."""
+    _, op, t, out, types = spec
+    form = EXPR.get(op)
+    if form is None:
+        f, s, u = BY_KIND[op]
+        form = f if t in _FLOATS else (u if t in _UNSIGNED else s)
+    cast = [f"(({ty}){o})" for ty, o in zip(types, operands)]
+    text = form.replace("(T)", f"({t})").format(*cast)
+    text = re.sub(r"@(\w+)\(", lambda m: m.group(1) + ("f(" if t == "float" else "("), text)
+    return f"({out})({text})"
+
+
+def can_fuse(op, compute, out):
+    """Whether `op` in C type `compute` giving `out` has a generated form."""
+    if compute is None or out is None:
+        return False
+    if op in _FLOAT_ONLY and compute not in _FLOATS:
+        return False
+    if compute == "bool" and op in _NO_FUSE_BOOL:
+        return False
+    if op == "bitwise_invert" and compute in _FLOATS:
+        return False
+    return True
+
+
+# -- collecting a DAG ---------------------------------------------------------------------
+
+class Plan:
+    """Nodes to compute (producers first), their leaves and constants, and which are outputs."""
+
+    __slots__ = ("nodes", "leaves", "consts", "specs", "outputs", "leaf_pos", "const_pos")
+
+    def __init__(self):
+        self.nodes, self.leaves, self.consts, self.specs = [], [], [], []
+        self.outputs = []
+        self.leaf_pos, self.const_pos = {}, {}
+
+    def add(self, n, pos):
+        """Append node `n`; `pos` maps an unevaluated Lazy operand to its place."""
+        refs = [n.spec[0]]
+        for a in n.args:
+            if type(a) is Lazy:
+                if a.value is None:
+                    refs.append(pos(a))
+                    continue
+                a = a.value
+            if isinstance(a, np.generic):
+                k = (type(a), a.tobytes())
+                j = self.const_pos.get(k)
+                if j is None:
+                    j = self.const_pos[k] = len(self.consts)
+                    self.consts.append(a)
+                refs.append(-2 - 2 * j)
+            else:
+                j = self.leaf_pos.get(id(a))
+                if j is None:
+                    j = self.leaf_pos[id(a)] = len(self.leaves)
+                    self.leaves.append(a)
+                refs.append(-1 - 2 * j)
+        self.nodes.append(n)
+        self.specs.append(tuple(refs))
+
+    @property
+    def roots(self):
+        return [self.nodes[p] for p in self.outputs]
+
+
+def collect(roots):
+    """The plan computing `roots` (all of one shape) from the DAG under them."""
+    plan = Plan()
+    pos = {}
+    for root in roots:
+        if id(root) in pos:
+            continue
+        stack = [root]
+        while stack:
+            n = stack[-1]
+            if id(n) in pos:
+                stack.pop()
+                continue
+            waiting = False
+            for a in n.args:
+                if type(a) is Lazy and a.value is None and id(a) not in pos:
+                    stack.append(a)
+                    waiting = True
+            if not waiting:
+                stack.pop()
+                pos[id(n)] = len(plan.nodes)
+                plan.add(n, lambda a: pos[id(a)])
+    plan.outputs = [pos[id(r)] for r in roots]
+    return plan
+
+
+def plans_for(pending):
+    """Plans for the Lazies an eval made (in the order made, so producers first), by shape.
+
+    Their operands that are still unevaluated were made in the same eval (older
+    ones are computed when taken as operands), so one pass suffices.  The
+    outputs of a plan are its sinks: what no other node of the eval consumed.
+    This loop runs once per op of every small-op program, hence its style.
+    """
+    plans = {}
+    shape = plan = None
+    for n in pending:
+        if n.value is not None:
+            continue
+        if n.shape != shape:
+            shape = n.shape
+            plan = plans.get(shape)
+            if plan is None:
+                plan = plans[shape] = Plan()
+                used = plan.outputs
+            else:
+                used = plan.outputs
+            nodes, specs, leaf_pos, const_pos = (plan.nodes, plan.specs, plan.leaf_pos,
+                                                 plan.const_pos)
+        refs = [n.spec[0]]
+        for a in n.args:
+            if type(a) is Lazy:
+                v = a.value
+                if v is None:
+                    p = a.pos
+                    used[p] = 1
+                    refs.append(p)
+                    continue
+                a = v
+            k = id(a)
+            if type(a) is _ndarray:
+                j = leaf_pos.get(k)
+                if j is None:
+                    j = leaf_pos[k] = len(plan.leaves)
+                    plan.leaves.append(a)
+                refs.append(-1 - 2 * j)
+            else:
+                j = const_pos.get(k)
+                if j is None:
+                    vk = (type(a), a.tobytes())
+                    j = const_pos.get(vk)
+                    if j is None:
+                        j = const_pos[vk] = len(plan.consts)
+                        plan.consts.append(a)
+                    const_pos[k] = j
+                refs.append(-2 - 2 * j)
+        n.pos = len(nodes)
+        nodes.append(n)
+        used.append(0)
+        specs.append(tuple(refs))
+    out = list(plans.values())
+    for plan in out:
+        plan.outputs = [p for p, u in enumerate(plan.outputs) if not u]
+    return out
+
+
+def _inner(a):
+    return a.pos
+
+
+# -- code generation -------------------------------------------------------------------------
+
+def _operand(ref):
+    if ref >= 0:
+        return f"v{ref}"
+    if ref % 2:
+        return f"x{(-1 - ref) // 2}"
+    return f"c{(-2 - ref) // 2}"
+
+
+def source(specs, leaf_types, scalar_leaves, const_types, out_types, outputs, vec):
+    """CUDA source of a fused kernel `k` (see `launch` for its parameters)."""
+    spec_by_id = {s[0]: s for s in _specs.values()}
+    params = [f"const {t}* __restrict__ p{i}" for i, t in enumerate(leaf_types)]
+    params += [f"{t}* __restrict__ q{i}" for i, t in enumerate(out_types)]
+    params.append("long long n")
+    params += [f"{'double' if t in _FLOATS else 'long long'} r{i}"
+               for i, t in enumerate(const_types)]
+    fargs = [f"{t} x{i}" for i, t in enumerate(leaf_types)]
+    fargs += [f"{t} c{i}" for i, t in enumerate(const_types)]
+    fargs += [f"{t}& o{i}" for i, t in enumerate(out_types)]
+    body = []
+    for p, s in enumerate(specs):
+        spec = spec_by_id[s[0]]
+        body.append(f"  {spec[3]} v{p} = {expression(spec, [_operand(r) for r in s[1:]])};")
+    body += [f"  o{i} = v{p};" for i, p in enumerate(outputs)]
+    lines = [f"__device__ __forceinline__ void body({', '.join(fargs)}) {{", *body, "}"]
+    lines.append("template <typename T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };")
+    lines.append(f'extern "C" __global__ void k({", ".join(params)}) {{')
+    lines += [f"  const {t} c{i} = ({t})r{i};" for i, t in enumerate(const_types)]
+    lines += [f"  const {t} s{i} = p{i}[0];" for i, t in enumerate(leaf_types)
+              if scalar_leaves[i]]
+    lines.append(f"  long long base = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * {vec};")
+    lines.append("  if (base >= n) return;")
+
+    def call(load, store_to):
+        xs = [f"s{i}" if scalar_leaves[i] else load(i) for i in range(len(leaf_types))]
+        cs = [f"c{i}" for i in range(len(const_types))]
+        os_ = [store_to(i) for i in range(len(out_types))]
+        return f"body({', '.join(xs + cs + os_)});"
+
+    if vec > 1:
+        lines.append(f"  if (base + {vec} <= n) {{")
+        for i, t in enumerate(leaf_types):
+            if not scalar_leaves[i]:
+                lines.append(f"    Vec<{t}, {vec}> l{i} = "
+                             f"*reinterpret_cast<const Vec<{t}, {vec}>*>(p{i} + base);")
+        lines += [f"    Vec<{t}, {vec}> w{i};" for i, t in enumerate(out_types)]
+        lines.append(f"    #pragma unroll\n    for (int j = 0; j < {vec}; ++j) {{")
+        lines.append("      " + call(lambda i: f"l{i}.v[j]", lambda i: f"w{i}.v[j]"))
+        lines.append("    }")
+        lines += [f"    *reinterpret_cast<Vec<{t}, {vec}>*>(q{i} + base) = w{i};"
+                  for i, t in enumerate(out_types)]
+        lines.append("    return;\n  }")
+    lines.append(f"  for (long long i = base; i < n && i < base + {vec}; ++i) {{")
+    lines.append("    " + call(lambda i: f"p{i}[i]", lambda i: f"q{i}[i]"))
+    lines.append("  }\n}")
+    return "\n".join(lines)
+
+
+_kernels: dict = {}  # (key, device) -> (module, function pointer)
+_kernel_lock = threading.Lock()
+_OPTIONS = ("--std=c++17", "--fmad=false")
+
+
+def kernel_for(key, device, make_source):
+    """The compiled function pointer for `key` on `device` (compiled once per process)."""
+    hit = _kernels.get((key, device))
+    if hit is None:
+        with _kernel_lock:
+            hit = _kernels.get((key, device))
+            if hit is None:
+                mod = cp.RawModule(code=make_source(), options=_OPTIONS)
+                hit = (mod, mod.get_function("k").ptr)
+                _kernels[(key, device)] = hit
+    return hit[1]
+
+
+# -- launching --------------------------------------------------------------------------------
+
+class _ParamBuffer(threading.local):
+    """One kernel-argument buffer per thread; cuLaunchKernel copies it at launch."""
+
+    def __init__(self):
+        self.buf = ctypes.create_string_buffer(8 * MAX_PARAMS + 64)
+        self.size = ctypes.c_size_t(0)
+        # CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, END
+        self.extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(self.buf), 2,
+                                           ctypes.addressof(self.size), None)
+        self.extra_ptr = ctypes.addressof(self.extra)
+
+
+_params = _ParamBuffer()
+_formats: dict = {}
+BLOCK = 256
+
+
+def launch(fptr, stream_ptr, pointers, n, consts, const_codes, vec):
+    """Launch a generated kernel: pointers (leaves then outputs), n, then constants."""
+    fmt = _formats.get((len(pointers), const_codes))
+    if fmt is None:
+        fmt = _formats[(len(pointers), const_codes)] = struct.Struct(
+            "<" + "Q" * len(pointers) + "q" + const_codes)
+    p = _params
+    fmt.pack_into(p.buf, 0, *pointers, n, *consts)
+    p.size.value = fmt.size
+    threads = (n + vec - 1) // vec
+    grid = max(1, (threads + BLOCK - 1) // BLOCK)
+    driver.launchKernel(fptr, grid, 1, 1, BLOCK, 1, 1, 0, stream_ptr, 0, p.extra_ptr)
+
+
+def const_code(t):
+    return "d" if t in _FLOATS else ("Q" if t == "unsigned long long" else "q")

@@ -1,0 +1,184 @@
+"""Threefry-2x32 random numbers as one CUDA kernel, bit for bit the CPU's (`ops/threefry.py`).
+
+The layout is MLX's: for a key filling n words, H = ceil(n / 2), thread y < n // 2
+hashes the counters (y, y + H) into words y and y + H, and when n is odd one more
+thread hashes (n // 2, 0) into the middle word.  The transforms round exactly as
+the CPU's NumPy forms: float32 ops one at a time (compiled with --fmad=false), the
+float64 steps of glibc's logf and of the erfinv polynomial included, so `normal`
+gives the CPU's bits too.  The keys stay on the device: no host round trip.
+"""
+from __future__ import annotations
+
+import math
+
+import cupy as cp
+import numpy as np
+
+from ..core.ops import special
+
+WORDS, UNIT, ERFINV_UNIT, NORMAL = 0, 1, 2, 3
+
+
+def _doubles(values):
+    return ", ".join(float(v).hex() for v in values)
+
+
+def _floats(values):
+    return ", ".join(f"{float(np.float32(v)).hex()}" for v in values)
+
+
+_SOURCE = r"""
+__constant__ double INVC[16] = {%(invc)s};
+__constant__ double LOGC[16] = {%(logc)s};
+__device__ __forceinline__ unsigned int rotl(unsigned int x, int r) {
+  return (x << r) | (x >> (32 - r));
+}
+__device__ __forceinline__ void threefry(unsigned int k0, unsigned int k1,
+                                         unsigned int& x0, unsigned int& x1) {
+  const unsigned int ks[3] = {k0, k1, k0 ^ k1 ^ 0x1BD11BDAu};
+  const int R[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
+  x0 += ks[0];
+  x1 += ks[1];
+#pragma unroll
+  for (int i = 0; i < 5; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      x0 += x1;
+      x1 = rotl(x1, R[i %% 2][j]);
+      x1 ^= x0;
+    }
+    x0 += ks[(i + 1) %% 3];
+    x1 += ks[(i + 2) %% 3] + (unsigned int)(i + 1);
+  }
+}
+__device__ float logf_glibc(float x) {
+  unsigned int ix = __float_as_uint(x);
+  if (ix - 0x00800000u >= 0x7F000000u) return logf(x);
+  unsigned int tmp = ix - 0x3F330000u;
+  int i = (tmp >> 19) & 15;
+  int k = ((int)tmp) >> 23;
+  double z = (double)__uint_as_float(ix - (tmp & 0xFF800000u));
+  double r = z * INVC[i] - 1.0;
+  double r2 = r * r;
+  double y = %(a0)s * r2 + (%(a1)s * r + %(a2)s);
+  y = y * r2 + ((LOGC[i] + (double)k * %(ln2)s) + r);
+  return (float)y;
+}
+__device__ __forceinline__ float horner(const float* c, int m, float t) {
+  float p = c[0];
+  for (int j = 1; j < m; ++j) p = (float)((double)p * (double)t + (double)c[j]);
+  return p;
+}
+__device__ float erfinv_f32(float a) {
+  const float tail[9] = {%(tail)s};
+  const float core[10] = {%(core)s};
+  double a64 = (double)a;
+  float t = logf_glibc((float)(1.0 - a64 * a64));
+  float p = fabsf(t) > 6.125f ? horner(tail, 9, t) : horner(core, 10, t);
+  return a * p;
+}
+template <int MODE, typename T>
+__device__ __forceinline__ T transform(unsigned int w, float upper) {
+  if (MODE == 0) return (T)w;
+  float u = (float)w * 0x1p-32f;
+  u = fminf(u, MODE == 1 ? upper : %(below_one)s);
+  if (MODE == 1) return (T)u;
+  u = u * 2.0f;
+  u = u + %(normal_low)s;
+  float e = erfinv_f32(u);
+  if (MODE == 2) return (T)e;
+  return (T)(e * %(sqrt2)s);
+}
+template <int MODE, typename T>
+__device__ void fill(const unsigned int* keys, T* out, long long n, long long nkeys,
+                     float upper) {
+  long long half = n / 2, h = n - half;
+  long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= h * nkeys) return;
+  long long kid = t / h, y = t %% h;
+  unsigned int k0 = keys[2 * kid], k1 = keys[2 * kid + 1];
+  T* o = out + kid * n;
+  unsigned int x0, x1;
+  if (y < half) {
+    x0 = (unsigned int)y;
+    x1 = (unsigned int)(y + h);
+    threefry(k0, k1, x0, x1);
+    o[y] = transform<MODE, T>(x0, upper);
+    o[y + h] = transform<MODE, T>(x1, upper);
+  } else {
+    x0 = (unsigned int)half;
+    x1 = 0u;
+    threefry(k0, k1, x0, x1);
+    o[half] = transform<MODE, T>(x0, upper);
+  }
+}
+extern "C" __global__ void words(const unsigned int* k, unsigned int* o, long long n,
+                                 long long nk, float up) { fill<0, unsigned int>(k, o, n, nk, up); }
+extern "C" __global__ void unit(const unsigned int* k, float* o, long long n,
+                                long long nk, float up) { fill<1, float>(k, o, n, nk, up); }
+extern "C" __global__ void erfinv_unit(const unsigned int* k, float* o, long long n,
+                                       long long nk, float up) { fill<2, float>(k, o, n, nk, up); }
+extern "C" __global__ void normal(const unsigned int* k, float* o, long long n,
+                                  long long nk, float up) { fill<3, float>(k, o, n, nk, up); }
+"""
+
+
+def _source():
+    below_one = np.nextafter(np.float32(1), np.float32(0))
+    normal_low = np.nextafter(np.float32(-1), np.float32(0))
+    a0, a1, a2 = special._LOGF_POLY
+    return _SOURCE % {
+        "invc": _doubles(special._LOGF_INVC), "logc": _doubles(special._LOGF_LOGC),
+        "a0": float(a0).hex(), "a1": float(a1).hex(), "a2": float(a2).hex(),
+        "ln2": float(special._LOGF_LN2).hex(),
+        "tail": _floats(special._ERFINV_TAIL), "core": _floats(special._ERFINV_CORE),
+        "below_one": f"{float(below_one).hex()}f",
+        "normal_low": f"{float(normal_low).hex()}f",
+        "sqrt2": f"{float(np.float32(math.sqrt(2.0))).hex()}f"}
+
+
+_module = {}
+_NAMES = {WORDS: "words", UNIT: "unit", ERFINV_UNIT: "erfinv_unit", NORMAL: "normal"}
+
+
+def _kernel(mode):
+    dev = cp.cuda.runtime.getDevice()
+    mod = _module.get(dev)
+    if mod is None:
+        mod = _module[dev] = cp.RawModule(code=_source(), options=("--std=c++17",
+                                                                    "--fmad=false"))
+    return mod.get_function(_NAMES[mode])
+
+
+def fill(keys, n, mode, upper=1.0):
+    """(number of keys, n) values from each key's words, on the current stream."""
+    keys = cp.ascontiguousarray(keys.reshape(-1, 2).astype(cp.uint32, copy=False))
+    nk = keys.shape[0]
+    out = cp.empty((nk, n), cp.uint32 if mode == WORDS else cp.float32)
+    threads = (n - n // 2) * nk
+    if threads:
+        block = 256
+        _kernel(mode)(((threads + block - 1) // block,), (block,),
+                      (keys, out, np.int64(n), np.int64(nk), np.float32(upper)))
+    return out
+
+
+# -- the primitives' GPU kernels; they raise NotImplementedError for what they don't cover ----
+def bits(xp, keys, nbytes, npdtype, shape):
+    n = (nbytes + 3) // 4
+    raw = fill(keys, n, WORDS).view(cp.uint8)[:, :nbytes].reshape(-1)
+    return raw.view(npdtype).reshape(keys.shape[:-1] + tuple(shape))
+
+
+def uniform(xp, k, upper, npdtype, shape):
+    u = fill(k, math.prod(shape), UNIT, upper).reshape(shape)
+    return u.astype(npdtype, copy=False)
+
+
+def normal(xp, k, npdtype, shape, complex_=False):
+    if complex_ or np.dtype(npdtype) != np.float32:
+        raise NotImplementedError
+    return fill(k, math.prod(shape), NORMAL).reshape(shape)
+
+
+OVERRIDES = {"random_bits": bits, "uniform": uniform, "normal": normal}

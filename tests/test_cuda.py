@@ -1,0 +1,384 @@
+"""The CUDA backend (issues 5 and 6): GPU streams, fusion, cross-stream order, failures.
+
+Everything here needs CuPy and a CUDA GPU; CI has neither, so the module skips there.
+"""
+import threading
+
+import numpy as np
+import pytest
+
+import streamlet.core as mx
+from conftest import requires_gpu
+
+cp = pytest.importorskip("cupy")
+pytestmark = requires_gpu
+
+G = mx.gpu
+RNG = np.random.default_rng(5)
+
+
+def gpu_and_cpu(fn, *arrays):
+    """fn on the GPU default stream and on the CPU stream, as NumPy arrays."""
+    with mx.stream(mx.cpu):
+        want = np.array(fn(*[mx.array(a) for a in arrays]))
+    with mx.stream(G):
+        got = np.array(fn(*[mx.array(a) for a in arrays]))
+    return got, want
+
+
+def sample(shape, dtype):
+    if dtype == np.bool_:
+        return RNG.random(shape) > 0.5
+    if np.dtype(dtype).kind in "iu":
+        return RNG.integers(1, 50, shape).astype(dtype)
+    return (RNG.standard_normal(shape) * 3).astype(dtype)
+
+
+# -- devices ------------------------------------------------------------------------------
+def test_gpu_is_the_default_device_and_described():
+    assert mx.is_available(G) and mx.device_count(G) >= 1
+    assert mx.default_device() == G
+    info = mx.device_info(G)
+    assert info["device_name"] and info["architecture"].startswith("sm_")
+    assert info["memory_size"] > 1 << 30
+
+
+def test_gpu_arrays_are_cupy_arrays_inside():
+    a = mx.arange(10, stream=G) * 2
+    mx.eval(a)
+    assert a.tolist() == list(range(0, 20, 2))
+    assert np.array_equal(cp.asnumpy(cp.from_dlpack(a)), np.arange(0, 20, 2))
+
+
+# -- elementwise ops, fused ----------------------------------------------------------------
+UNARY = ["abs", "negative", "sign", "square", "sqrt", "rsqrt", "exp", "expm1", "log", "log1p",
+         "sin", "cos", "tanh", "sigmoid", "floor", "ceil", "isnan", "isfinite", "logical_not",
+         "reciprocal", "trunc"]
+BINARY = ["add", "subtract", "multiply", "divide", "minimum", "maximum", "equal", "less",
+          "greater_equal", "logical_and", "power", "arctan2", "floor_divide", "remainder"]
+DTYPES = [np.float32, np.int32, np.float16, np.float64, np.uint8, np.bool_]
+
+
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
+def test_unary_matches_cpu(name, dtype):
+    x = sample((33, 7), dtype)
+    if name in ("sqrt", "rsqrt", "log", "log1p"):
+        x = np.abs(x) + dtype(1)
+    got, want = gpu_and_cpu(getattr(mx, name), x)
+    assert got.dtype == want.dtype
+    if dtype == np.float32:
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("name", BINARY)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_binary_matches_cpu_with_broadcasting(name, dtype):
+    if name in ("power", "arctan2") and dtype in (np.bool_, np.uint8):
+        pytest.skip("not a meaningful pair")
+    x, y = sample((5, 1, 6), dtype), sample((4, 6), dtype)
+    if dtype == np.bool_ and name in ("subtract", "floor_divide", "remainder", "divide"):
+        pytest.skip("refused for bool")
+    got, want = gpu_and_cpu(getattr(mx, name), x, y)
+    assert got.dtype == want.dtype and got.shape == (5, 4, 6)
+    tol = 1e-3 if dtype == np.float16 else 2e-6
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol)
+
+
+def test_arithmetic_chain_is_bit_exact_with_scalars():
+    x = sample((1000,), np.float32)
+
+    def chain(a):
+        for i in range(50):
+            a = a * 1.0001 + 0.5 - i * 0.25
+        return mx.where(a > 0, a, -a) / 3
+    got, want = gpu_and_cpu(chain, x)
+    assert np.array_equal(got, want)
+
+
+def test_mixed_dtype_chain():
+    x, y = sample((64,), np.int32), sample((64,), np.float32)
+
+    def chain(a, b):
+        c = (a + 3) * 2  # int32
+        return mx.astype(c, mx.float32) * b + mx.astype(a > 10, mx.float32)
+    got, want = gpu_and_cpu(chain, x, y)
+    assert np.array_equal(got, want)
+
+
+def test_intermediates_read_after_the_eval_that_fused_them():
+    x = mx.array(np.arange(8, dtype=np.float32))
+    a = x * 2
+    b = a + 1
+    c = b * b
+    mx.eval(c)
+    assert c.tolist() == [(2 * i + 1) ** 2 for i in range(8)]
+    assert b.tolist() == [2 * i + 1 for i in range(8)]
+    assert a.tolist() == [2 * i for i in range(8)]
+    d = a - 1  # an intermediate of a finished eval feeding a new chain
+    assert d.tolist() == [2 * i - 1 for i in range(8)]
+
+
+def test_eval_of_two_outputs_of_one_chain():
+    x = mx.array(np.ones(5, np.float32))
+    a = x + 1
+    b = a * 3
+    c = a * 5
+    mx.eval(b, c)
+    assert b.tolist() == [6.0] * 5 and c.tolist() == [10.0] * 5
+
+
+def test_one_kernel_per_structure_whatever_the_constants():
+    from streamlet.backend import cuda_fuse
+    x = mx.array(np.ones(16, np.float32))
+    mx.eval(x * 2.5 + 1.25)
+    n = len(cuda_fuse._kernels)
+    for k in range(5):
+        y = x * float(k) + 0.5 * k
+        mx.eval(y)
+        assert y.tolist() == [k + 0.5 * k] * 16
+    assert len(cuda_fuse._kernels) == n
+
+
+def test_odd_sizes_strides_and_broadcast_leaves():
+    for n in (1, 3, 5, 1023, 4097):
+        a = sample((n,), np.float32)
+        got, want = gpu_and_cpu(lambda t: t * 2 + 1, a)
+        assert np.array_equal(got, want)
+    m = sample((6, 9), np.float32)
+    got, want = gpu_and_cpu(lambda t: mx.transpose(t) * 2 + t[0:1, 0:6].reshape(6, 1)[0], m)
+    np.testing.assert_array_equal(got, want)
+    got, want = gpu_and_cpu(lambda t: t[::2, 1::3] + 1, m)
+    np.testing.assert_array_equal(got, want)
+
+
+# -- other ops -------------------------------------------------------------------------------
+@pytest.mark.parametrize("fn", [
+    lambda a: mx.sum(a, axis=1), lambda a: mx.mean(a), lambda a: mx.max(a, axis=0),
+    lambda a: mx.argmax(a, axis=1), lambda a: mx.cumsum(a, axis=1),
+    lambda a: mx.reshape(a, (9, 6)), lambda a: mx.concatenate([a, a * 2], axis=0),
+    lambda a: mx.sort(a, axis=1), lambda a: a[1:4, ::2], lambda a: mx.softmax(a, axis=-1),
+    lambda a: mx.take(a, mx.array([0, 2, 5]), axis=0), lambda a: mx.tile(a, (2, 1)),
+], ids=["sum", "mean", "max", "argmax", "cumsum", "reshape", "concat", "sort", "slice",
+        "softmax", "take", "tile"])
+def test_other_ops_match_cpu(fn):
+    got, want = gpu_and_cpu(fn, sample((6, 9), np.float32))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_matmul_uses_tf32_within_its_precision():
+    a, b = sample((64, 96), np.float32), sample((96, 32), np.float32)
+    got = np.array(mx.matmul(mx.array(a), mx.array(b), stream=G))
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=0, atol=3e-3 * np.abs(want).max())
+    got64 = np.array(mx.matmul(mx.array(a, mx.float64), mx.array(b, mx.float64), stream=G))
+    np.testing.assert_allclose(got64, want, rtol=1e-12)
+
+
+def test_bfloat16_gives_the_cpu_bits():
+    x, y = sample((40,), np.float32), sample((40,), np.float32)
+
+    def f(a, b):
+        a, b = mx.astype(a, mx.bfloat16), mx.astype(b, mx.bfloat16)
+        return mx.max(mx.reshape(a * b + a, (8, 5)), axis=1) * 0.5 - b[:8]
+    got, want = gpu_and_cpu(f, x, y)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_linalg_refuses_the_gpu_as_mlx_does():
+    with pytest.raises(ValueError):
+        mx.linalg.inv(mx.eye(3), stream=G)
+
+
+# -- streams and order -------------------------------------------------------------------------
+def test_gpu_to_gpu_across_streams_waits_for_the_producer():
+    s1, s2 = mx.new_stream(G), mx.new_stream(G)
+    x = mx.ones((1 << 22,), stream=s1)
+    for _ in range(30):
+        x = mx.sin(x, stream=s1) + 1
+    m = mx.matmul(mx.ones((1024, 1024), stream=s1), mx.ones((1024, 1024), stream=s1), stream=s1)
+    y = mx.sum(x, stream=s2) + mx.sum(m, stream=s2)
+    with mx.stream(mx.cpu):
+        xc = mx.ones((1 << 22,))
+        for _ in range(30):
+            xc = mx.sin(xc) + 1
+        want = float(mx.sum(xc)) + 1024.0 ** 3
+    assert y.item() == pytest.approx(want, rel=1e-4)
+
+
+def test_memory_read_by_another_stream_is_not_reused_early():
+    s1, s2 = mx.new_stream(G), mx.new_stream(G)
+    for _ in range(5):
+        a = mx.full((1 << 24,), 3.0, stream=s1)
+        mx.eval(a)
+        big = mx.ones((2048, 2048), stream=s2)
+        slow = mx.matmul(big, big, stream=s2)
+        b = mx.sum(a, stream=s2) + mx.sum(slow, stream=s2) * 0
+        mx.async_eval(b)
+        del a
+        c = mx.full((1 << 24,), 7.0, stream=s1)  # may reuse a's block on s1
+        mx.eval(c)
+        assert b.item() == 3.0 * (1 << 24)
+        assert c[0].item() == 7.0
+
+
+def test_cpu_to_gpu_to_cpu():
+    c = mx.arange(1000, stream=mx.cpu) * 2
+    g = mx.sqrt(mx.astype(c, mx.float32), stream=G) + 1
+    back = mx.multiply(g, 3, stream=mx.cpu)
+    want = (np.sqrt(np.arange(1000) * 2.0).astype(np.float32) + 1) * 3
+    np.testing.assert_allclose(np.array(back), want, rtol=1e-6)
+
+
+def test_async_eval_then_read():
+    x = mx.ones((1 << 20,), stream=G)
+    y = mx.exp(x) * 2
+    mx.async_eval(y)
+    assert y[5].item() == pytest.approx(2 * np.e)
+    mx.synchronize(G)
+
+
+def test_synchronize_idle_and_busy_gpu_streams():
+    s = mx.new_stream(G)
+    mx.synchronize(s)
+    a = mx.matmul(mx.ones((512, 512), stream=s), mx.ones((512, 512), stream=s), stream=s)
+    mx.async_eval(a)
+    mx.synchronize(s)
+    assert a[0, 0].item() == 512.0
+
+
+# -- threads -------------------------------------------------------------------------------------
+def run_in_thread(fn):
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+    t = threading.Thread(target=target)
+    t.start()
+    t.join(60)
+    assert not t.is_alive()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def test_thread_affine_gpu_stream_refuses_other_threads():
+    s = mx.new_stream(G)
+    a = mx.ones((4,), stream=s) + 1
+    with pytest.raises(RuntimeError, match="in current thread"):
+        run_in_thread(lambda: mx.eval(a))
+    mx.eval(a)
+    assert a.tolist() == [2.0] * 4
+
+
+def test_thread_unsafe_and_thread_local_gpu_streams():
+    u = mx.new_thread_unsafe_stream(G)
+    assert run_in_thread(lambda: (mx.ones((3,), stream=u) * 4).tolist()) == [4.0] * 3
+    tls = mx.new_thread_local_stream(G)
+    results = {}
+
+    def work(i):
+        with mx.stream(tls):
+            y = mx.full((100,), float(i))
+            for _ in range(50):
+                y = y + 1
+                mx.eval(y)
+        results[i] = (y.tolist()[0], mx.stream_from_thread_local_stream(tls).index)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    [t.start() for t in threads]
+    [t.join(60) for t in threads]
+    assert {i: v for i, (v, _) in results.items()} == {i: i + 50.0 for i in range(4)}
+    assert len({idx for _, idx in results.values()}) == 4
+
+
+# -- failures --------------------------------------------------------------------------------------
+def test_out_of_memory_is_a_runtime_error_and_the_process_goes_on():
+    z = mx.zeros((1 << 40,), stream=G)
+    with pytest.raises(RuntimeError, match=r"zeros|full") as err:
+        mx.eval(z)
+    assert "bytes" in str(err.value) and str(4 << 40) in str(err.value)
+    with pytest.raises(RuntimeError):
+        np.array(z)
+    w = z + 1
+    with pytest.raises(RuntimeError):
+        mx.eval(w)
+    with pytest.raises(RuntimeError):
+        w.item()
+    ok = mx.ones((1000,), stream=G) * 3
+    assert float(mx.sum(ok)) == 3000.0
+    mx.synchronize(G)
+
+
+def test_out_of_memory_inside_a_fused_chain():
+    s = mx.new_stream(G)
+    v = mx.broadcast_to(mx.array([1.0]), (1 << 40,))
+    y = mx.multiply(v, 2, stream=s) + 1
+    with pytest.raises(RuntimeError, match="bytes"):
+        mx.eval(y)
+    with pytest.raises(RuntimeError):
+        y.tolist()
+    assert (mx.ones((3,), stream=s) + 1).tolist() == [2.0] * 3
+
+
+def test_failure_reaches_dependents_on_other_streams_only():
+    s1, s2 = mx.new_stream(G), mx.new_stream(G)
+    bad = mx.zeros((1 << 40,), stream=s1)
+    dep = mx.sum(bad, stream=s2)
+    fine = mx.ones((5,), stream=s2) * 2
+    with pytest.raises(RuntimeError):
+        mx.eval(dep)
+    assert fine.tolist() == [2.0] * 5
+    try:
+        mx.synchronize(s1)  # the failure was reported by the eval above already
+    except RuntimeError:
+        pass
+    mx.synchronize(s1)  # reported once: the stream is usable again
+
+
+# -- random ----------------------------------------------------------------------------------------
+def test_random_numbers_match_the_cpu():
+    if not hasattr(mx.random, "key"):
+        pytest.skip("no random module yet")
+    k = mx.random.key(7)
+    for n in (1, 5, 1000, 4097):
+        for fn in (lambda s: mx.random.bits((n,), key=k, stream=s),
+                   lambda s: mx.random.uniform(shape=(n,), key=k, stream=s)):
+            np.testing.assert_array_equal(np.array(fn(G)), np.array(fn(mx.cpu)))
+        g = np.array(mx.random.normal(shape=(n,), key=k, stream=G))
+        c = np.array(mx.random.normal(shape=(n,), key=k, stream=mx.cpu))
+        np.testing.assert_allclose(g, c, rtol=1e-6, atol=1e-7)
+
+
+# -- several GPUs (issue 6) --------------------------------------------------------------------------
+requires_two = pytest.mark.skipif(mx.device_count(G) < 2, reason="needs two GPUs")
+
+
+@requires_two
+def test_second_gpu_streams_and_peer_dependencies():
+    d1 = mx.Device(G, 1)
+    s0, s1 = mx.new_stream(mx.Device(G, 0)), mx.new_stream(d1)
+    a = mx.arange(1 << 20, stream=s0).astype(mx.float32) * 2
+    b = mx.sqrt(a, stream=s1) + 1  # made on GPU 0, read on GPU 1
+    want = np.sqrt(np.arange(1 << 20) * 2.0).astype(np.float32) + 1
+    np.testing.assert_allclose(np.array(b), want, rtol=1e-6)
+    assert mx.default_stream(d1).device == d1
+    bad = mx.zeros((1 << 40,), stream=s0)
+    with pytest.raises(RuntimeError):
+        mx.eval(mx.sum(bad, stream=s1))
+    assert (mx.ones((2,), stream=s1) * 5).tolist() == [5.0, 5.0]
+
+
+@requires_two
+def test_random_is_the_same_on_every_gpu():
+    if not hasattr(mx.random, "key"):
+        pytest.skip("no random module yet")
+    k = mx.random.key(3)
+    a = np.array(mx.random.uniform(shape=(999,), key=k, stream=mx.Device(G, 0)))
+    b = np.array(mx.random.uniform(shape=(999,), key=k, stream=mx.Device(G, 1)))
+    np.testing.assert_array_equal(a, b)
