@@ -5,11 +5,13 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import streamlet.core as mx
 from streamlet.core import random as srandom
 from streamlet.core.ops import threefry as tf
-from streamlet.core.ops.special import erf_f32_mlx, erfinv_f32
+from streamlet.core.ops.special import erf_f32_mlx, erfinv_f32, logf_glibc
 
 SEEDS = (0, 1, 42, 2**31 + 3, 2**32, 2**32 + 5, 2**63 + 2**40 + 17, 2**64 - 1)
 SIZES = (1, 2, 3, 7, 64, 1001, 10_000)
@@ -101,6 +103,27 @@ def test_numba_and_numpy_paths_give_identical_bits(monkeypatch, n, transform):
         np.testing.assert_array_equal(fast[:50], reference_words((123, 2**32 - 9), n)[:50])
 
 
+@pytest.mark.skipif(tf._numba is None, reason="numba (the `fast` extra) is not installed")
+def test_numba_logf_matches_numpy_emulation(rng):
+    x = np.concatenate([rng.uniform(0, 3, 3 * tf.PARALLEL_MIN).astype(np.float32),
+                        np.float32([0, -1, np.inf, -np.inf, np.nan, 1.2e-38, 3e38])])
+    with np.errstate(all="ignore"):
+        expected = logf_glibc(np, x)
+    np.testing.assert_array_equal(tf._numba.logf(x).view(np.uint32), expected.view(np.uint32))
+
+
+@settings(max_examples=25, deadline=None)
+@given(shape=st.lists(st.integers(0, 9), min_size=0, max_size=3),
+       seed=st.integers(0, 2**64 - 1), dtype=st.sampled_from(FLOATS))
+def test_random_shapes_match_mlx(shape, seed, dtype):
+    mlx_core = pytest.importorskip("mlx.core")
+    for op in (lambda m, k: m.random.uniform(shape=shape, dtype=getattr(m, dtype), key=k),
+               lambda m, k: m.random.normal(shape, getattr(m, dtype), key=k),
+               lambda m, k: m.random.randint(-9, 9, shape, key=k),
+               lambda m, k: m.random.bernoulli(0.25, shape, key=k)):
+        assert_same(*both(mlx_core, op, seed), ulps=2)
+
+
 # -- distributions ---------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("size", SIZES)
@@ -190,7 +213,9 @@ def test_categorical_bit_exact(mlx, rng, kwargs):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_gumbel_bit_exact(mlx, dtype):
     for seed in SEEDS[:4]:
-        assert_same(*both(mlx, lambda m, k: m.random.gumbel((1001,), getattr(m, dtype), k), seed))
+        for size in (1001, 3 * tf.NUMBA_MIN + 1):  # the NumPy and (if present) numba logs
+            assert_same(*both(mlx, lambda m, k: m.random.gumbel(
+                (size,), getattr(m, dtype), k), seed))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

@@ -161,6 +161,8 @@ def _normal_kernel(xp, k, npdtype, shape, mode):
 
 def _log_as_mlx(xp, x):
     """MLX's CPU log: glibc's logf, rounded back to half types."""
+    if xp is np and tf._numba is not None and x.size >= tf.NUMBA_MIN:
+        return tf._numba.logf(x).astype(x.dtype, copy=False)
     return logf_glibc(xp, x).astype(x.dtype, copy=False)
 
 

@@ -13,6 +13,7 @@ A *transform* turns hashed words into output values chunk by chunk (`WORDS`, `UN
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -29,12 +30,14 @@ BELOW_ONE = np.float32(np.nextafter(np.float32(1), np.float32(0)))
 NORMAL_LOW = np.float32(np.nextafter(np.float32(-1), np.float32(0)))
 
 _pool = None
+_pool_lock = threading.Lock()  # guards the creation of _pool
 
 
 def _executor():
     global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1), "streamlet-threefry")
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1), "streamlet-threefry")
     return _pool
 
 
@@ -97,9 +100,10 @@ ERFINV_UNIT = Transform(np.float32, _erfinv_unit_np, "erfinv_unit")
 def _span_numpy(xp, key, transform, param, out, half, a, b):
     """Counter pairs [a, b): words a.. and half + odd + a.. of `out`."""
     h = out.shape[0] - half
-    tmp = xp.empty(min(CHUNK, b - a), np.uint32)
-    for s in range(a, b, CHUNK):
-        e = min(s + CHUNK, b)
+    chunk = CHUNK if xp is np else b - a  # a GPU wants one launch per op, not cache blocks
+    tmp = xp.empty(min(chunk, b - a), np.uint32)
+    for s in range(a, b, chunk):
+        e = min(s + chunk, b)
         x0 = xp.arange(s, e, dtype=np.uint32)
         x1 = x0 + np.uint32(h)
         hash_inplace(xp, key, x0, x1, tmp[: e - s])
