@@ -328,6 +328,21 @@ def test_global_sequence_is_per_thread_and_reset_by_clear_streams():
     assert not np.array_equal(np.array(mx.random.uniform(shape=(4,))), a)
 
 
+def test_state_holds_this_threads_key(mlx):
+    mx.random.seed(21)
+    mlx.random.seed(21)
+    assert mx.random.state[0].tolist() == mlx.random.state[0].tolist() == [0, 21]
+    mx.random.uniform()
+    mlx.random.uniform()
+    assert mx.random.state[0].tolist() == mlx.random.state[0].tolist()
+    mx.random.state[0] = mx.random.key(5)
+    np.testing.assert_array_equal(np.array(mx.random.uniform(shape=(3,))), np.array(
+        mx.random.uniform(shape=(3,), key=mx.random.split(mx.random.key(5))[1])))
+    mx.clear_streams()  # unseeded: keyed from the clock in milliseconds, as MLX does
+    assert abs(mx.random.state[0].tolist()[1] - mlx.random.key(
+        __import__("time").time_ns() // 10**6).tolist()[1]) < 10**5
+
+
 def test_unseeded_draws_differ_between_calls():
     assert not np.array_equal(np.array(mx.random.uniform(shape=(8,))),
                               np.array(mx.random.uniform(shape=(8,))))

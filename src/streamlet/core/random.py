@@ -12,7 +12,6 @@ hash, so long unevaluated chains of split keys never build up in the graph.
 from __future__ import annotations
 
 import math
-import numbers
 import threading
 import time
 
@@ -41,7 +40,7 @@ def _hash_py(key, c0, c1):
     for i in range(5):
         for r in tf.ROTATIONS[i % 2]:
             x0 = (x0 + x1) & _M32
-            x1 = ((x1 << r) | (x1 >> (32 - r))) & _M32 ^ x0
+            x1 = (((x1 << r) | (x1 >> (32 - r))) & _M32) ^ x0
         x0 = (x0 + ks[(i + 1) % 3]) & _M32
         x1 = (x1 + ks[(i + 2) % 3] + i + 1) & _M32
     return x0, x1
@@ -87,15 +86,46 @@ def key(seed: int):
 
 
 def seed(seed: int) -> None:
-    """Seed this thread's global key sequence; the next draw uses `split(key(seed))[1]`."""
+    """Seed this thread's global key sequence; the next draw uses `split(key(seed))[1]`.
+
+    >>> seed(3); a = uniform(); seed(3); a.item() == uniform().item()
+    True
+    """
     _local.key = _key_pair(_check_seed(seed, "seed"))
 
 
-def _next_key():
+def _current():
     if _local.key is None:
         _local.key = _key_pair(time.time_ns() // 1_000_000)
-    _local.key, sub = _split_py(_local.key)
+    return _local.key
+
+
+def _next_key():
+    _local.key, sub = _split_py(_current())
     return _key_array(sub)
+
+
+class _RandomState:
+    """`random.state`: MLX's one-element list holding the global key, here this thread's.
+
+    >>> seed(9); state[0].tolist() == key(9).tolist()
+    True
+    """
+
+    def __len__(self):
+        return 1
+
+    def __getitem__(self, i):
+        if i not in (0, -1):
+            raise IndexError(f"[state] Index {i} out of range for the one key.")
+        return _key_array(_current())
+
+    def __setitem__(self, i, value):
+        self[i]  # noqa: B018 (checks the index)
+        _local.key = tuple(int(w) for w in np.array(_get_key(value, "state")).tolist())
+
+
+state = _RandomState()
 
 
 def _reset():
@@ -203,8 +233,10 @@ SQRT_COV = b.make("multivariate_normal_sqrt_cov", _sqrt_cov_kernel)
 _BELOW_ONE = {dt.float32: tf.BELOW_ONE}
 
 
-def _upper(d):
+def _upper(d, op):
     """The largest value below 1 in dtype `d`, as float32 (MLX clamps uniform draws to it)."""
+    if d.size > 4:
+        raise ValueError(f"[{op}] Unsupported type {d}: uniform draws are float32 at most.")
     if d not in _BELOW_ONE:
         _BELOW_ONE[d] = np.float32(np.nextafter(d.np.type(1), d.np.type(0)))
     return _BELOW_ONE[d]
@@ -212,7 +244,11 @@ def _upper(d):
 
 # -- public functions ------------------------------------------------------------------------
 def bits(shape=(), width=4, key=None, *, stream=None):
-    """Raw random bits: unsigned integers of `width` bytes (1, 2 or 4)."""
+    """Raw random bits: unsigned integers of `width` bytes (1, 2 or 4).
+
+    >>> bits((2,), 4, key(0)).tolist() == split(key(0), 1).tolist()[0]
+    True
+    """
     shape = _shape(shape, "bits")
     kinds = {4: dt.uint32, 2: dt.uint16, 1: dt.uint8}
     if width not in kinds:
@@ -259,7 +295,7 @@ def uniform(low=0, high=1, shape=(), dtype=dt.float32, key=None, *, stream=None)
         if out_shape != shape:
             raise ValueError(f"[uniform] Cannot generate random values of shape {shape} "
                              f"from broadcasted shape {out_shape}.")
-    params = {"upper": _upper(d), "npdtype": d.np, "shape": shape}
+    params = {"upper": _upper(d, "uniform"), "npdtype": d.np, "shape": shape}
     u = b.node(UNIFORM, (k,), shape, d, params, st)
     if default:  # 1 * u + 0 == u exactly
         return u
@@ -271,7 +307,11 @@ def _is_number(x, value):
 
 
 def normal(shape=(), dtype=dt.float32, loc=None, scale=None, key=None, *, stream=None):
-    """Normal samples: erfinv of a uniform draw times sqrt(2), then `* scale + loc`."""
+    """Normal samples: erfinv of a uniform draw times sqrt(2), then `* scale + loc`.
+
+    >>> normal((3,), key=key(0)).tolist()
+    [1.8160871267318726, -0.48262301087379456, 0.339889258146286]
+    """
     shape = _shape(shape, "normal")
     d = _float_dtype(dtype, "normal", complex_ok=True)
     k = _get_key(key, "normal")
@@ -299,7 +339,11 @@ def _normal_node(k, shape, d, st, mode):
 
 
 def randint(low, high, shape=(), dtype=dt.int32, key=None, *, stream=None):
-    """Integers in [low, high): floor of a uniform draw, clamped to [low, high - 1]."""
+    """Integers in [low, high): floor of a uniform draw, clamped to [low, high - 1].
+
+    >>> randint(0, 10, (5,), key=key(0)).tolist()
+    [5, 0, 3, 8, 5]
+    """
     shape = _shape(shape, "randint")
     d = dt.as_dtype(dtype)
     if d.kind not in "biu":
@@ -319,7 +363,11 @@ def randint(low, high, shape=(), dtype=dt.int32, key=None, *, stream=None):
 
 
 def bernoulli(p=0.5, shape=None, key=None, *, stream=None):
-    """Booleans that are True with probability `p` (a float or a float array)."""
+    """Booleans that are True with probability `p` (a float or a float array).
+
+    >>> bernoulli(0.5, (4,), key=key(0)).tolist()
+    [False, True, False, True]
+    """
     if b.is_scalar(p) and not 0.0 <= p <= 1.0:
         raise ValueError(f"[bernoulli] p must be in [0, 1], got {p}.")
     p = b.as_array(p, "bernoulli")
@@ -337,7 +385,11 @@ def bernoulli(p=0.5, shape=None, key=None, *, stream=None):
 
 
 def truncated_normal(lower, upper, shape=None, dtype=dt.float32, key=None, *, stream=None):
-    """Normal samples conditioned on (lower, upper), by inverting the CDF as MLX does."""
+    """Normal samples conditioned on (lower, upper), by inverting the CDF as MLX does.
+
+    >>> truncated_normal(-1, 1, (2,), key=key(0)).tolist()
+    [-0.5063146352767944, 0.546451985836029]
+    """
     d = _float_dtype(dtype, "truncated_normal")
     k = _get_key(key, "truncated_normal")
     lo = _bound(lower, d, "truncated_normal", stream)
@@ -354,16 +406,24 @@ def truncated_normal(lower, upper, shape=None, dtype=dt.float32, key=None, *, st
 
 
 def gumbel(shape=(), dtype=dt.float32, key=None, *, stream=None):
-    """Standard Gumbel samples: -log(-log(uniform)) with MLX's log."""
+    """Standard Gumbel samples: -log(-log(uniform)) with MLX's log.
+
+    >>> gumbel((2,), key=key(0)).tolist()
+    [-0.4259929060935974, 1.5232529640197754]
+    """
     shape = _shape(shape, "gumbel")
     d = _float_dtype(dtype, "gumbel")
     k = _get_key(key, "gumbel")
-    params = {"upper": _upper(d), "npdtype": d.np, "shape": shape}
+    params = {"upper": _upper(d, "gumbel"), "npdtype": d.np, "shape": shape}
     return b.node(GUMBEL, (k,), shape, d, params, b.resolve(stream))
 
 
 def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, *, stream=None):
-    """Indices sampled from the unnormalized log-probabilities `logits` along `axis`."""
+    """Indices sampled from the unnormalized log-probabilities `logits` along `axis`.
+
+    >>> categorical(b.array([0.0, 0.0, 5.0]), num_samples=4, key=key(0)).tolist()
+    [2, 2, 2, 2]
+    """
     logits = b.as_array(logits, "categorical")
     if shape is not None and num_samples is not None:
         raise ValueError("[categorical] At most one of shape or num_samples can be specified.")
@@ -388,21 +448,29 @@ def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, *, stre
 
 
 def laplace(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None, *, stream=None):
-    """Laplace samples by inverting the CDF of a uniform draw in (-1, 1), as MLX does."""
+    """Laplace samples by inverting the CDF of a uniform draw in (-1, 1), as MLX does.
+
+    >>> [round(v, 6) for v in laplace((2,), key=key(0)).tolist()]
+    [0.837963, -0.937127]
+    """
     shape = _shape(shape, "laplace")
     d = _float_dtype(dtype, "laplace")
     u = uniform(tf.NORMAL_LOW, 1.0, shape, dt.float32, _get_key(key, "laplace"), stream=stream)
     mag = ew.log1p(ew.negative(ew.abs(u, stream=stream), stream=stream), stream=stream)
     out = astype(ew.multiply(ew.sign(u, stream=stream), mag, stream=stream), d, stream=stream)
     if scale != 1.0:
-        out = ew.multiply(b.const(scale, d), out, stream=stream)
+        out = ew.multiply(b.const(np.float32(scale), d), out, stream=stream)
     if loc != 0.0:
-        out = ew.add(b.const(loc, d), out, stream=stream)
+        out = ew.add(b.const(np.float32(loc), d), out, stream=stream)
     return out
 
 
 def multivariate_normal(mean, cov, shape=(), dtype=dt.float32, key=None, *, stream=None):
-    """Jointly normal samples: mean + z @ (U sqrt(S) Vt) with (U, S, Vt) the SVD of `cov`."""
+    """Jointly normal samples: mean + z @ (U sqrt(S) Vt) with (U, S, Vt) the SVD of `cov`.
+
+    >>> multivariate_normal(b.array([0.0, 1.0]), b.array([[1.0, 0], [0, 1]]), (4,)).shape
+    (4, 2)
+    """
     d = dt.as_dtype(dtype)
     if d is not dt.float32:
         raise ValueError(f"[multivariate_normal] dtype must be float32, got {d}.")
@@ -444,5 +512,5 @@ def permutation(x, axis=0, key=None, *, stream=None):
 
 
 __all__ = ["bernoulli", "bits", "categorical", "gumbel", "key", "laplace",
-           "multivariate_normal", "normal", "permutation", "randint", "seed", "split",
+           "multivariate_normal", "normal", "permutation", "randint", "seed", "split", "state",
            "truncated_normal", "uniform"]
