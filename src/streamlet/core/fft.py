@@ -159,7 +159,10 @@ def _stft(xp, x, window, n_fft, hop, center, pad_mode, norm, onesided):
     if center:
         pad = [(0, 0)] * (x.ndim - 1) + [(n_fft // 2, n_fft // 2)]
         x = xp.pad(x, pad, mode=pad_mode)
-    frames = xp.lib.stride_tricks.sliding_window_view(x, n_fft, axis=-1)[..., ::hop, :]
+    count = 1 + (x.shape[-1] - n_fft) // hop
+    step = x.strides[-1]
+    frames = xp.lib.stride_tricks.as_strided(  # a view: frame f starts at sample f * hop
+        x, shape=x.shape[:-1] + (count, n_fft), strides=x.strides[:-1] + (step * hop, step))
     frames = frames * _centered(xp, window, n_fft)
     spec = xp.fft.rfft(frames, axis=-1, norm=norm) if onesided else \
         xp.fft.fft(frames, axis=-1, norm=norm)
