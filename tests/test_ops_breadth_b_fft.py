@@ -48,6 +48,8 @@ def _cases():
         "stft_twosided": lambda M: M.fft.stft(M.array(SIG), n_fft=16, pad_mode="constant",
                                               onesided=False),
         "stft_complex": lambda M: M.fft.stft(M.array(SIG) * (1 + 2j), n_fft=16),
+        "stft_strided_input": lambda M: M.fft.stft(M.array(SIG.T.copy()).T, n_fft=16,
+                                                   hop_length=7, center=False),
         "istft": lambda M: M.fft.istft(M.fft.stft(M.array(SIG), n_fft=16)),
         "istft_window": lambda M: M.fft.istft(
             M.fft.stft(M.array(SIG), n_fft=16, win_length=12, window=M.array(WIN)),
