@@ -124,6 +124,34 @@ def test_random_shapes_match_mlx(shape, seed, dtype):
         assert_same(*both(mlx_core, op, seed), ulps=2)
 
 
+def test_kernels_on_cupy_give_numpys_bits():
+    cp = pytest.importorskip("cupy")
+    key = (7, 2**32 - 1)
+    for n in (1, 6, 1001, 3 * tf.PARALLEL_MIN + 1):
+        for t, param in ((tf.WORDS, None), (tf.UNIT, tf.BELOW_ONE), (tf.ERFINV_UNIT, None)):
+            np.testing.assert_array_equal(cp.asnumpy(tf.fill(cp, key, n, t, param)),
+                                          tf.fill(np, key, n, t, param))
+    k = np.array(key, np.uint32)
+    for kernel, args in ((srandom._gumbel_kernel, (tf.BELOW_ONE, np.dtype(np.float32), (999,))),
+                         (srandom._permutation_kernel, (999,)),
+                         (srandom._bits_kernel, (7, np.dtype(np.uint8), (7,)))):
+        np.testing.assert_array_equal(cp.asnumpy(kernel(cp, cp.asarray(k), *args)),
+                                      kernel(np, k, *args))
+    x = np.linspace(-5, 5, 1001, dtype=np.float32)
+    np.testing.assert_array_equal(cp.asnumpy(erf_f32_mlx(cp, cp.asarray(x))), erf_f32_mlx(np, x))
+
+
+@pytest.mark.skipif(not mx.is_available(mx.gpu), reason="no CUDA GPU here")
+def test_same_numbers_on_the_gpu():
+    k = mx.random.key(2**40 + 3)
+    for draw in (lambda s: mx.random.normal((1001,), key=k, stream=s),
+                 lambda s: mx.random.uniform(-1, 3, (77, 3), mx.float16, k, stream=s),
+                 lambda s: mx.random.randint(-9, 99, (500,), key=k, stream=s),
+                 lambda s: mx.random.categorical(mx.zeros((4, 9)), key=k, stream=s),
+                 lambda s: mx.random.permutation(300, key=k, stream=s)):
+        np.testing.assert_array_equal(np.array(draw(mx.gpu)), np.array(draw(mx.cpu)))
+
+
 # -- distributions ---------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("size", SIZES)
