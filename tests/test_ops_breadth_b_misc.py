@@ -128,22 +128,34 @@ def test_repr_of_a_failed_array_raises():
 
 
 # -- memory ------------------------------------------------------------------------------------
-def test_memory_accounting_through_the_hook():
-    gc.collect()
-    mx.reset_peak_memory()
-    before = mx.get_active_memory()
+def test_memory_accounting_counts_buffers_until_freed():
+    account = memory.Account()  # a private account: other tests' buffers do not show
     big = np.ones(1 << 17)  # 1 MiB
-    memory.track(big)
-    memory.track(big[::2])  # a view: charged to its buffer once
-    memory.track(np.ones(8))  # below TRACK_BYTES: not counted
-    assert mx.get_active_memory() == before + big.nbytes
-    assert mx.get_peak_memory() >= before + big.nbytes
+    account.track(big)
+    account.track(big[::2])  # a view: charged to its buffer once
+    account.track(np.ones(8))  # below TRACK_BYTES: not counted
+    assert (account.active, account.peak) == (big.nbytes, big.nbytes)
+    other = np.ones(1 << 16)
+    account.track(other[1:])
+    assert account.active == big.nbytes + other.nbytes == account.peak
     del big
     gc.collect()
-    assert mx.get_active_memory() == before
-    assert mx.get_peak_memory() >= before + (1 << 20)
+    assert account.active == other.nbytes
+    assert account.peak == (1 << 20) + other.nbytes
+    account.reset_peak()
+    assert account.peak == 0
+    del other
+    gc.collect()
+    assert account.active == 0
+
+
+def test_global_queries_read_the_library_account():
+    assert mx.get_active_memory() == memory.ACCOUNT.active
     mx.reset_peak_memory()
     assert mx.get_peak_memory() == 0
+    keep = np.ones(1 << 17)
+    memory.track(keep)
+    assert mx.get_peak_memory() >= keep.nbytes
 
 
 def test_evaluated_arrays_are_counted_when_the_scheduler_reports_them():

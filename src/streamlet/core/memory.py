@@ -18,65 +18,61 @@ import weakref
 
 TRACK_BYTES = 1 << 16
 
-_lock = threading.Lock()  # guards _live, _state
-_live: dict = {}  # id(buffer) -> (weakref, nbytes)
+
+class Account:
+    """Live buffers and the peak of their total; the library keeps one (`ACCOUNT`)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()  # guards _live, active, peak
+        self._live: dict = {}  # id(buffer) -> (weak reference, size in bytes)
+        self.active = 0
+        self.peak = 0
+
+    def track(self, data) -> None:
+        """Count a kernel's output buffer until it is freed (no-op below TRACK_BYTES)."""
+        root = data
+        while getattr(root, "base", None) is not None and hasattr(root.base, "nbytes"):
+            root = root.base
+        key, nbytes = id(root), root.nbytes
+        if nbytes < TRACK_BYTES or key in self._live:
+            return
+        try:
+            ref = weakref.ref(root, lambda _, key=key: self._release(key))
+        except TypeError:  # a buffer type without weak references cannot be watched
+            return
+        with self._lock:
+            self._live[key] = (ref, nbytes)
+            self.active += nbytes
+            self.peak = max(self.peak, self.active)
+
+    def _release(self, key) -> None:
+        with self._lock:
+            entry = self._live.pop(key, None)
+            if entry is not None:
+                self.active -= entry[1]
+
+    def reset_peak(self) -> None:
+        with self._lock:
+            self.peak = 0
 
 
-def _physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 0
-
-
-_state = {"active": 0, "peak": 0, "memory_limit": int(0.8 * _physical_memory()),
-          "cache_limit": None, "wired_limit": 0}
-
-
-def track(data) -> None:
-    """Count a buffer a kernel returned until it is freed (no-op below TRACK_BYTES).
-
-    The scheduler calls it for each evaluated node whose output has `nbytes >= TRACK_BYTES`.
-    """
-    root = data
-    while getattr(root, "base", None) is not None and hasattr(root.base, "nbytes"):
-        root = root.base
-    key = id(root)
-    nbytes = root.nbytes
-    if nbytes < TRACK_BYTES or key in _live:
-        return
-    try:
-        ref = weakref.ref(root, lambda _, key=key: _release(key))
-    except TypeError:  # a buffer type without weak references cannot be watched
-        return
-    with _lock:
-        _live[key] = (ref, nbytes)
-        active = _state["active"] = _state["active"] + nbytes
-        if active > _state["peak"]:
-            _state["peak"] = active
-
-
-def _release(key) -> None:
-    with _lock:
-        entry = _live.pop(key, None)
-        if entry is not None:
-            _state["active"] -= entry[1]
+ACCOUNT = Account()
+track = ACCOUNT.track
 
 
 def get_active_memory() -> int:
     """Bytes held now by live array buffers the library made (of TRACK_BYTES or more)."""
-    return _state["active"]
+    return ACCOUNT.active
 
 
 def get_peak_memory() -> int:
     """The largest `get_active_memory()` since the start or the last `reset_peak_memory()`."""
-    return _state["peak"]
+    return ACCOUNT.peak
 
 
 def reset_peak_memory() -> None:
     """Start peak tracking afresh (from zero, as MLX does)."""
-    with _lock:
-        _state["peak"] = 0
+    ACCOUNT.reset_peak()
 
 
 def _cupy_pool():
@@ -97,18 +93,32 @@ def clear_cache() -> None:
         pool.free_all_blocks()
 
 
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+_limits_lock = threading.Lock()  # guards _limits
+_limits = {"memory_limit": int(0.8 * _physical_memory()), "cache_limit": None,
+           "wired_limit": 0}
+
+
 def _set(name, limit, op) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise TypeError(f"{op}(): limit must be a non-negative int, got {limit!r}.")
-    with _lock:
-        previous = _state[name]
-        _state[name] = limit
+    with _limits_lock:
+        previous = _limits[name]
+        if previous is None:  # the cache limit defaults to the memory limit
+            previous = _limits["memory_limit"]
+        _limits[name] = limit
     return previous
 
 
 def get_memory_limit() -> int:
     """The memory limit in bytes (a guideline, as in MLX): 80% of RAM by default."""
-    return _state["memory_limit"]
+    return _limits["memory_limit"]
 
 
 def set_memory_limit(limit: int) -> int:
@@ -118,12 +128,10 @@ def set_memory_limit(limit: int) -> int:
 
 def set_cache_limit(limit: int) -> int:
     """Set the cache limit (defaults to the memory limit); returns the previous one."""
-    if _state["cache_limit"] is None:
-        _state["cache_limit"] = _state["memory_limit"]
     previous = _set("cache_limit", limit, "set_cache_limit")
     pool = _cupy_pool()
     if pool is not None:
-        pool.set_limit(size=limit or 0)
+        pool.set_limit(size=limit)
     return previous
 
 
