@@ -155,3 +155,55 @@ def erf_f32_mlx(xp, x):
     e = -exp_f32_mlx(xp, -x * x)
     out = ((e * t).astype(np.float64) * r + 1.0).astype(np.float32)
     return xp.where(x > 0, out, -out)
+
+
+# log1pf as glibc 2.36 computes it (MLX's CPU log1p calls std::log1p): the fdlibm
+# single-precision algorithm (reduce 1 + x to 2^k u with u in [sqrt(2)/2, sqrt(2)), keep the
+# rounding error of 1 + x as a correction c, then a degree-7 series in s = f / (2 + f)), all
+# in float32 arithmetic.  Constants are fdlibm's.
+_LOG1P_SERIES = (6.6666668653e-01, 4.0000000596e-01, 2.8571429849e-01, 2.2222198546e-01,
+                 1.8183572590e-01, 1.5313838422e-01, 1.4798198640e-01)
+_LN2_HI, _LN2_LO = np.float32(6.9313812256e-01), np.float32(9.0580006145e-06)
+
+
+def log1pf_glibc(xp, x):
+    """log(1 + x) of a float32 array, rounded exactly as glibc's log1pf.
+
+    Checked equal to MLX's CPU `log1p` on every 101st float32 in [-1, 0] and every 1001st
+    in [0, inf).
+    """
+    f32 = np.float32
+    x = x.astype(f32, copy=False)
+    hx = x.view(np.int32)
+    ax = hx & np.int32(0x7FFFFFFF)
+    with np.errstate(all="ignore"):  # the lanes that overflow or divide by 0 are replaced
+        u = f32(1) + x
+        hu = u.view(np.int32)
+        k = (hu >> 23) - 127
+        c = xp.where(k > 0, f32(1) - (u - x), x - (u - f32(1))) / u
+        hu = hu & np.int32(0x7FFFFF)
+        low = hu < 0x3504F4
+        f = xp.where(low, hu | 0x3F800000, hu | 0x3F000000).astype(np.int32).view(f32) - f32(1)
+        k = xp.where(low, k, k + 1)
+        hu = xp.where(low, hu, (0x00800000 - hu) >> 2)
+        near = (hx < 0x3ED413D0) & ((hx > 0) | (hx <= np.int32(-1097468391)))  # 0xbe95f619
+        k, f = xp.where(near, 0, k), xp.where(near, x, f)
+        hu, c = xp.where(near, 1, hu), xp.where(near, f32(0), c)
+        dk = k.astype(f32)
+        hfsq = f32(0.5) * f * f
+        s = f / (f32(2) + f)
+        z = s * s
+        r = xp.full(z.shape, f32(_LOG1P_SERIES[-1]))
+        for lp in _LOG1P_SERIES[-2::-1]:
+            r = f32(lp) + z * r
+        r = z * r
+        out = xp.where(k == 0, f - (hfsq - s * (hfsq + r)),
+                       dk * _LN2_HI - ((hfsq - (s * (hfsq + r) + (dk * _LN2_LO + c))) - f))
+        r0 = hfsq * (f32(1) - f32(0.66666666666666666) * f)  # |f| < 2^-20
+        flat = xp.where(f == 0, xp.where(k == 0, f32(0), dk * _LN2_HI + (c + dk * _LN2_LO)),
+                        xp.where(k == 0, f - r0, dk * _LN2_HI - ((r0 - (dk * _LN2_LO + c)) - f)))
+        out = xp.where(hu == 0, flat, out)
+        out = xp.where(ax < 0x33800000, x, out)  # |x| < 2^-24
+        bad = xp.where(x == -1, f32(-np.inf), f32(np.nan))
+        out = xp.where((hx < 0) & (ax >= 0x3F800000), bad, out)
+        return xp.where(hx >= 0x7F800000, x + x, out)
