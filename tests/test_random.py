@@ -90,7 +90,7 @@ def test_bits_of_several_keys_fill_contiguous_blocks():
 
 
 @pytest.mark.skipif(tf._numba is None, reason="numba (the `fast` extra) is not installed")
-@pytest.mark.parametrize("n", (2 * tf.NUMBA_MIN + 1, 4 * tf.CHUNK + 6, 2 * tf.PARALLEL_MIN + 3))
+@pytest.mark.parametrize("n", (1, 2, 3, 7, 1001, 4 * tf.CHUNK + 6, 2 * tf.PARALLEL_MIN + 3))
 @pytest.mark.parametrize("transform", ("WORDS", "UNIT", "ERFINV_UNIT"))
 def test_numba_and_numpy_paths_give_identical_bits(monkeypatch, n, transform):
     t = getattr(tf, transform)
@@ -110,6 +110,22 @@ def test_numba_logf_matches_numpy_emulation(rng):
     with np.errstate(all="ignore"):
         expected = logf_glibc(np, x)
     np.testing.assert_array_equal(tf._numba.logf(x).view(np.uint32), expected.view(np.uint32))
+
+
+@pytest.mark.parametrize("size", (1, 2, 5, 1000, 2 * tf.PARALLEL_MIN + 1))
+def test_numpy_path_matches_mlx(mlx, monkeypatch, size):
+    """The fallback without numba gives MLX's numbers too (keys, bits, every transform)."""
+    monkeypatch.setattr(tf, "_numba", None)
+    for seed in (3, 2**33 + 1):
+        assert_same(*both(mlx, lambda m, k: m.random.split(k, size), seed))
+        assert_same(*both(mlx, lambda m, k: m.random.uniform(shape=(size,), key=k), seed))
+        assert_same(*both(mlx, lambda m, k: m.random.normal((size,), key=k), seed))
+        assert_same(*both(mlx, lambda m, k: m.random.gumbel((size,), key=k), seed))
+        assert_same(*both(mlx, lambda m, k: m.random.permutation(size, key=k), seed))
+    mx.random.seed(5)
+    mlx.random.seed(5)
+    for _ in range(3):
+        assert_same(mx.random.uniform(shape=(size,)), mlx.random.uniform(shape=(size,)))
 
 
 @settings(max_examples=25, deadline=None)
@@ -241,7 +257,7 @@ def test_categorical_bit_exact(mlx, rng, kwargs):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_gumbel_bit_exact(mlx, dtype):
     for seed in SEEDS[:4]:
-        for size in (1001, 3 * tf.NUMBA_MIN + 1):  # the NumPy and (if present) numba logs
+        for size in (1001, 3 * tf.PARALLEL_MIN + 1):
             assert_same(*both(mlx, lambda m, k: m.random.gumbel(
                 (size,), getattr(m, dtype), k), seed))
 

@@ -24,7 +24,6 @@ ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 PARITY = 0x1BD11BDA
 CHUNK = 1 << 14          # counter pairs per chunk: a few 64 KiB buffers, resident in L2
 PARALLEL_MIN = 1 << 16   # below this many pairs one thread does it all
-NUMBA_MIN = 1 << 12      # below this many pairs NumPy is as fast as compiled code
 TWO_M32 = np.float32(2.0 ** -32)     # float32(bits) / float32(2^32 - 1) == float32(bits) * 2^-32
 BELOW_ONE = np.float32(np.nextafter(np.float32(1), np.float32(0)))
 NORMAL_LOW = np.float32(np.nextafter(np.float32(-1), np.float32(0)))
@@ -123,13 +122,12 @@ def fill(xp, key, n, transform=WORDS, param=None, out=None):
     if out is None:
         out = xp.empty(n, transform.dtype)
     half = n // 2
+    compiled = xp is np and _numba is not None
     if n % 2:
-        _middle(xp, key, transform, param, out, half)
+        (_numba.middle if compiled else _middle)(xp, key, transform, param, out, half)
     if half == 0:
         return out
-    span = _span_numpy
-    if xp is np and half >= NUMBA_MIN and _numba is not None:
-        span = _numba.span
+    span = _numba.span if compiled else _span_numpy
     if xp is not np or half < PARALLEL_MIN:
         span(xp, key, transform, param, out, half, 0, half)
         return out

@@ -130,9 +130,22 @@ def logf(x):
     return out
 
 
+def _apply(transform, param, w, out, tbuf):
+    if transform.element == "unit":
+        _unit(w, out, np.float32(param))
+    elif transform.element == "erfinv_unit":
+        _erfinv_signed_unit(w, out, tbuf)
+    else:
+        out[:] = w
+
+
+def _schedule(key):
+    return tuple(np.uint64(k) for k in key_schedule(*key))
+
+
 def span(xp, key, transform, param, out, half, a, b):
     """threefry._span_numpy, compiled."""
-    k0, k1, k2 = (np.uint64(k) for k in key_schedule(*key))
+    k0, k1, k2 = _schedule(key)
     h = out.shape[0] - half
     m = min(CHUNK, b - a)
     w0, w1 = np.empty(m, np.uint32), np.empty(m, np.uint32)
@@ -143,8 +156,19 @@ def span(xp, key, transform, param, out, half, a, b):
             _hash_span(k0, k1, k2, h, s, e, out[s:e], out[h + s:h + e])
             continue
         _hash_span(k0, k1, k2, h, s, e, w0, w1)
-        for w, o in ((w0[: e - s], out[s:e]), (w1[: e - s], out[h + s:h + e])):
-            if transform.element == "unit":
-                _unit(w, o, np.float32(param))
-            else:
-                _erfinv_signed_unit(w, o, tbuf[: e - s])
+        _apply(transform, param, w0[: e - s], out[s:e], tbuf[: e - s])
+        _apply(transform, param, w1[: e - s], out[h + s:h + e], tbuf[: e - s])
+
+
+def middle(xp, key, transform, param, out, half):
+    """threefry._middle, compiled: the odd word, from the counters (half, 0)."""
+    w0, w1 = np.empty(1, np.uint32), np.empty(1, np.uint32)
+    _hash_span(*_schedule(key), -half, half, half + 1, w0, w1)
+    _apply(transform, param, w0, out[half:half + 1], np.empty(1, np.float32))
+
+
+def split_pair(key):
+    """`split(key)` as ((next key), (subkey)) of ints: random._split_py, compiled."""
+    w0, w1 = np.empty(2, np.uint32), np.empty(2, np.uint32)
+    _hash_span(*_schedule(key), 2, 0, 2, w0, w1)
+    return (int(w0[0]), int(w0[1])), (int(w1[0]), int(w1[1]))
