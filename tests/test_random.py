@@ -390,8 +390,27 @@ def test_state_holds_this_threads_key(mlx):
     np.testing.assert_array_equal(np.array(mx.random.uniform(shape=(3,))), np.array(
         mx.random.uniform(shape=(3,), key=mx.random.split(mx.random.key(5))[1])))
     mx.clear_streams()  # unseeded: keyed from the clock in milliseconds, as MLX does
-    assert abs(mx.random.state[0].tolist()[1] - mlx.random.key(
-        __import__("time").time_ns() // 10**6).tolist()[1]) < 10**5
+    first = srandom._unseeded
+    srandom._unseeded = iter([0])  # as the first thread to key itself
+    try:
+        assert abs(mx.random.state[0].tolist()[1] - mlx.random.key(
+            __import__("time").time_ns() // 10**6).tolist()[1]) < 10**5
+    finally:
+        srandom._unseeded = first
+
+
+def test_unseeded_threads_get_distinct_sequences():
+    out = []
+
+    def draw():
+        out.append(np.array(mx.random.uniform(shape=(4,))))
+
+    threads = [threading.Thread(target=draw) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({a.tobytes() for a in out}) == 4
 
 
 def test_unseeded_draws_differ_between_calls():

@@ -11,6 +11,7 @@ hash, so long unevaluated chains of split keys never build up in the graph.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -96,9 +97,16 @@ def seed(seed: int) -> None:
     _local.key = _key_pair(_check_seed(seed, "seed"))
 
 
+_unseeded = itertools.count()  # how many threads have keyed themselves from the clock
+
+
 def _current():
+    """This thread's key: unseeded, key(time in ms) as in MLX, made distinct per thread."""
     if _local.key is None:
-        _local.key = _key_pair(time.time_ns() // 1_000_000)
+        clock = _key_pair(time.time_ns() // 1_000_000)
+        n = next(_unseeded)
+        # NOTE: threads started in the same millisecond must not share a sequence
+        _local.key = clock if n == 0 else _hash_py(clock, n, 0)
     return _local.key
 
 
