@@ -89,7 +89,7 @@ def test_bits_of_several_keys_fill_contiguous_blocks():
     np.testing.assert_array_equal(got, ref)
 
 
-@pytest.mark.skipif(tf._numba is None, reason="numba (the `fast` extra) is not installed")
+@pytest.mark.skipif(tf.compiled() is None, reason="numba (the `fast` extra) is not installed")
 @pytest.mark.parametrize("n", (1, 2, 3, 7, 1001, 4 * tf.CHUNK + 6, 2 * tf.PARALLEL_MIN + 3))
 @pytest.mark.parametrize("transform", ("WORDS", "UNIT", "ERFINV_UNIT"))
 def test_numba_and_numpy_paths_give_identical_bits(monkeypatch, n, transform):
@@ -103,13 +103,13 @@ def test_numba_and_numpy_paths_give_identical_bits(monkeypatch, n, transform):
         np.testing.assert_array_equal(fast[:50], reference_words((123, 2**32 - 9), n)[:50])
 
 
-@pytest.mark.skipif(tf._numba is None, reason="numba (the `fast` extra) is not installed")
+@pytest.mark.skipif(tf.compiled() is None, reason="numba (the `fast` extra) is not installed")
 def test_numba_logf_matches_numpy_emulation(rng):
     x = np.concatenate([rng.uniform(0, 3, 3 * tf.PARALLEL_MIN).astype(np.float32),
                         np.float32([0, -1, np.inf, -np.inf, np.nan, 1.2e-38, 3e38])])
     with np.errstate(all="ignore"):
         expected = logf_glibc(np, x)
-    np.testing.assert_array_equal(tf._numba.logf(x).view(np.uint32), expected.view(np.uint32))
+    np.testing.assert_array_equal(tf.compiled().logf(x).view(np.uint32), expected.view(np.uint32))
 
 
 @pytest.mark.parametrize("size", (1, 2, 5, 1000, 2 * tf.PARALLEL_MIN + 1))

@@ -49,8 +49,9 @@ def _hash_py(key, c0, c1):
 
 def _split_py(key):
     """`split(key)` on the host: (next key, subkey) as pairs of ints."""
-    if tf._numba is not None:
-        return tf._numba.split_pair(key)
+    fast = tf.compiled()
+    if fast is not None:
+        return fast.split_pair(key)
     a = _hash_py(key, 0, 2)
     c = _hash_py(key, 1, 3)
     return (a[0], c[0]), (a[1], c[1])
@@ -201,8 +202,9 @@ def _normal_kernel(xp, k, npdtype, shape, mode):
 
 def _log_as_mlx(xp, x):
     """MLX's CPU log: glibc's logf, rounded back to half types."""
-    if xp is np and tf._numba is not None:
-        return tf._numba.logf(x).astype(x.dtype, copy=False)
+    fast = tf.compiled() if xp is np else None
+    if fast is not None:
+        return fast.logf(x).astype(x.dtype, copy=False)
     return logf_glibc(xp, x).astype(x.dtype, copy=False)
 
 

@@ -122,12 +122,12 @@ def fill(xp, key, n, transform=WORDS, param=None, out=None):
     if out is None:
         out = xp.empty(n, transform.dtype)
     half = n // 2
-    compiled = xp is np and _numba is not None
+    fast = compiled() if xp is np else None
     if n % 2:
-        (_numba.middle if compiled else _middle)(xp, key, transform, param, out, half)
+        (fast.middle if fast else _middle)(xp, key, transform, param, out, half)
     if half == 0:
         return out
-    span = _numba.span if compiled else _span_numpy
+    span = fast.span if fast else _span_numpy
     if xp is not np or half < PARALLEL_MIN:
         span(xp, key, transform, param, out, half, 0, half)
         return out
@@ -147,7 +147,17 @@ def key_bytes(xp, keys, nbytes):
     return xp.concatenate(blocks) if blocks else xp.empty(0, np.uint8)
 
 
-try:  # the optional compiled path
-    from . import threefry_numba as _numba
-except ImportError:  # numba is not installed: NumPy does everything
-    _numba = None
+_UNLOADED = object()
+_numba = _UNLOADED  # the compiled twin: loaded on first use (numba takes ~0.15 s to import)
+
+
+def compiled():
+    """threefry_numba, or None where numba is not installed (NumPy then does everything)."""
+    global _numba
+    if _numba is _UNLOADED:
+        try:
+            from . import threefry_numba as module
+        except ImportError:
+            module = None
+        _numba = module
+    return _numba
