@@ -106,7 +106,7 @@ def test_numba_and_numpy_paths_give_identical_bits(monkeypatch, n, transform):
 @pytest.mark.skipif(tf.compiled() is None, reason="numba (the `fast` extra) is not installed")
 def test_numba_logf_matches_numpy_emulation(rng):
     x = np.concatenate([rng.uniform(0, 3, 3 * tf.PARALLEL_MIN).astype(np.float32),
-                        np.float32([0, -1, np.inf, -np.inf, np.nan, 1.2e-38, 3e38])])
+                        np.float32([0, -1, np.inf, -np.inf, np.nan, 1.2e-38, 1e-40, 3e38])])
     with np.errstate(all="ignore"):
         expected = logf_glibc(np, x)
     np.testing.assert_array_equal(tf.compiled().logf(x).view(np.uint32), expected.view(np.uint32))
@@ -269,6 +269,14 @@ def test_laplace_bit_exact(mlx, dtype):
                           seed))
         assert_same(*both(mlx, lambda m, k: m.random.laplace(
             (9,), getattr(m, dtype), 0.5, 2.0, k), seed))
+
+
+def test_log_as_mlx_computes_it(mlx):
+    x = np.arange(0, 0x7F800000, 4999, dtype=np.uint32).view(np.float32)  # subnormals too
+    x = np.concatenate([x, np.float32([np.inf, -1, 0, 1])])
+    with np.errstate(all="ignore"):
+        ours = logf_glibc(np, x)
+    np.testing.assert_array_equal(ours, np.array(mlx.log(mlx.array(x))))
 
 
 def test_log1p_as_mlx_computes_it(mlx):

@@ -52,16 +52,26 @@ _LOGF_POLY = tuple(float.fromhex(v) for v in (
 def logf_glibc(xp, x):
     """Natural log of a float32 array, rounded exactly as glibc's logf.
 
-    Checked equal to MLX's CPU `log` on every 7th float32 in [2^-126, 1]; zeros, negatives,
-    infinities, NaNs and subnormals take NumPy's log instead.
+    Checked equal to MLX's CPU `log` on every 7th float32 in [2^-126, 1]; subnormals are
+    scaled by 2^23 first as glibc does; zeros, negatives, infinities and NaNs take NumPy's
+    log, which agrees there.
     """
     x = x.astype(np.float32, copy=False)
     ix = x.view(np.uint32)
     normal = (ix - np.uint32(0x00800000)) < np.uint32(0x7F000000)
     if not bool(normal.all()):
-        with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf, log(-1) = nan
+        sub = (ix > 0) & (ix < np.uint32(0x00800000))
+        ok = normal | sub
+        with np.errstate(all="ignore"):  # log(0) = -inf, log(-1) = nan; big lanes unused
+            scaled = (x * np.float32(2.0 ** 23)).view(np.uint32) - np.uint32(23 << 23)
             special = xp.log(x)
-        return xp.where(normal, logf_glibc(xp, xp.where(normal, x, np.float32(1))), special)
+        bits = xp.where(sub, scaled, xp.where(ok, ix, np.uint32(0x3F800000)))
+        return xp.where(ok, _logf_bits(xp, bits), special)
+    return _logf_bits(xp, ix)
+
+
+def _logf_bits(xp, ix):
+    """glibc's logf of the float32 values with bits `ix` (positive, normal)."""
     tmp = ix - np.uint32(0x3F330000)
     i = (tmp >> np.uint32(19)) & np.uint32(15)
     k = tmp.view(np.int32) >> np.int32(23)

@@ -4,11 +4,11 @@ For one key, n words come from floor(n/2) counter pairs: the pair (y, y + H), H 
 hashes to words y and y + H; when n is odd the middle word is the first half of the hash
 of (n // 2, 0).  Counter ranges are independent, so the work is cut into cache-sized
 chunks, each run as a sequence of in-place NumPy ops, and the chunks are shared between
-the calling thread and a worker (NumPy releases the GIL).  Where numba is installed a
+the calling thread and workers, one per core (NumPy releases the GIL).  Where numba is installed a
 compiled loop does the same work (`fast` extra); both give the same bits.
 
 A *transform* turns hashed words into output values chunk by chunk (`WORDS`, `UNIT`,
-`SIGNED_UNIT`); each has a NumPy form and a numba form that round identically.
+`ERFINV_UNIT`); each has a NumPy form and a numba form that round identically.
 """
 from __future__ import annotations
 
@@ -128,14 +128,24 @@ def fill(xp, key, n, transform=WORDS, param=None, out=None):
     if half == 0:
         return out
     span = fast.span if fast else _span_numpy
-    if xp is not np or half < PARALLEL_MIN:
+    if xp is np:
+        in_parts(half, lambda a, b: span(xp, key, transform, param, out, half, a, b))
+    else:
         span(xp, key, transform, param, out, half, 0, half)
-        return out
-    cut = (half // 2 + CHUNK - 1) // CHUNK * CHUNK
-    job = _executor().submit(span, xp, key, transform, param, out, half, cut, half)
-    span(xp, key, transform, param, out, half, 0, cut)
-    job.result()
     return out
+
+
+def in_parts(n, work):
+    """`work(a, b)` over [0, n) cut into chunk-aligned parts, one per core, run at once."""
+    parts = min(os.cpu_count() or 1, n // PARALLEL_MIN)
+    if parts <= 1:
+        work(0, n)
+        return
+    step = (n // parts + CHUNK - 1) // CHUNK * CHUNK
+    jobs = [_executor().submit(work, a, min(a + step, n)) for a in range(step, n, step)]
+    work(0, step)
+    for job in jobs:
+        job.result()
 
 
 def key_bytes(xp, keys, nbytes):

@@ -13,8 +13,7 @@ import numpy as np
 
 from .special import _ERFINV_CORE, _ERFINV_TAIL, _LOGF_INVC, _LOGF_LN2, _LOGF_LOGC, \
     _LOGF_POLY
-from .threefry import BELOW_ONE, CHUNK, NORMAL_LOW, PARALLEL_MIN, TWO_M32, _executor, \
-    key_schedule
+from .threefry import BELOW_ONE, CHUNK, NORMAL_LOW, TWO_M32, in_parts, key_schedule
 
 _jit = numba.njit(nogil=True, cache=True)
 _M = np.uint64(0xFFFFFFFF)
@@ -107,26 +106,25 @@ def _horner(c, t64):
 
 @_jit
 def _logf_into(x, xbits, out):
+    scaled = np.empty(1, np.float32)
     for j in range(x.shape[0]):
         t = x[j]
         if 1.1754944e-38 <= t < np.inf:
             out[j] = _logf(t, xbits[j])
+        elif 0 < t < 1.1754944e-38:  # subnormal: scaled by 2^23 first, as glibc does
+            scaled[0] = t * np.float32(2.0 ** 23)
+            out[j] = _logf(t, scaled.view(np.uint32)[0] - (23 << 23))
         else:
             out[j] = np.log(t) if t == t else t
 
 
 def logf(x):
-    """special.logf_glibc of a float32 NumPy array, compiled (subnormals: NumPy's log)."""
+    """special.logf_glibc of a float32 NumPy array, compiled."""
     x = np.ascontiguousarray(x, np.float32)
     out = np.empty_like(x)
     flat, dst = x.reshape(-1), out.reshape(-1)
-    if flat.shape[0] < 2 * PARALLEL_MIN:
-        _logf_into(flat, flat.view(np.uint32), dst)
-        return out
-    cut = flat.shape[0] // 2
-    job = _executor().submit(_logf_into, flat[cut:], flat[cut:].view(np.uint32), dst[cut:])
-    _logf_into(flat[:cut], flat[:cut].view(np.uint32), dst[:cut])
-    job.result()
+    bits = flat.view(np.uint32)
+    in_parts(flat.shape[0], lambda a, b: _logf_into(flat[a:b], bits[a:b], dst[a:b]))
     return out
 
 
