@@ -153,7 +153,8 @@ def _get_key(k, op):
     if isinstance(k, np.ndarray):
         k = b.array(k)
     if not isinstance(k, b.array):
-        raise TypeError(f"[{op}] Expected a key array for key=, got {type(k).__name__}.")
+        shown = repr(k) if len(repr(k)) < 40 else repr(k)[:37] + "..."
+        raise TypeError(f"[{op}] Expected a key array for key=, got {type(k).__name__} {shown}.")
     if k.dtype is not dt.uint32:
         raise ValueError(f"[{op}] Expected key type uint32 but received {k.dtype}.")
     if k.shape != (2,):
