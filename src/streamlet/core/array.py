@@ -65,10 +65,10 @@ class array:
                 _dispatch([self], blocking=True)
             self._stream.wait(self._seq)
 
-    def _raise(self, report=False):
+    def _raise(self):
+        """Raise this array's failure; once raised, synchronize() need not raise it again."""
         err = self._error
-        if report:
-            err.reported = True
+        err.reported = True
         raise RuntimeError(str(err)) from err
 
     def _host(self) -> np.ndarray:

@@ -174,7 +174,7 @@ def eval(*args) -> None:
         if a._prim is not None:
             a._stream.wait(a._seq)
         if a._error is not None:
-            a._raise(report=True)
+            a._raise()
 
 
 def async_eval(*args) -> None:
