@@ -1,6 +1,8 @@
 """Reductions over axes, with MLX's output dtypes."""
 from __future__ import annotations
 
+import builtins
+
 
 from . import build as b
 from .build import dt
@@ -35,8 +37,32 @@ def _logsumexp(xp, a, axis, keepdims):
     return out if keepdims else xp.squeeze(out, axis=axis)
 
 
+def _count(a, axis):
+    n = 1
+    for ax in axis:
+        n *= a.shape[ax]
+    return n
+
+
+# mean and var divide by the count here, not inside NumPy, whose empty-slice
+# warnings would come from NumPy's own frames and escape our warnings filter.
+def _mean(xp, a, axis, keepdims, dtype):
+    acc = "float32" if a.dtype.itemsize < 4 and a.dtype.kind == "f" else dtype
+    total = xp.sum(a, axis, acc, keepdims=keepdims)
+    return (total / xp.asarray(_count(a, axis), dtype=total.dtype)).astype(dtype)
+
+
 def _var(xp, a, axis, keepdims, ddof, root):
-    out = xp.var(a, axis=axis, keepdims=keepdims, ddof=ddof)
+    if a.dtype.kind == "c":
+        x = a
+    elif a.dtype.kind != "f" or a.dtype.itemsize < 4:
+        x = a.astype("float32")
+    else:
+        x = a
+    centered = x - _mean(xp, x, axis, True, x.dtype)
+    sq = centered.real ** 2 + centered.imag ** 2 if x.dtype.kind == "c" else centered * centered
+    total = xp.sum(sq, axis, keepdims=keepdims)
+    out = total / xp.asarray(builtins.max(_count(a, axis) - ddof, 0), dtype=total.dtype)
     return xp.sqrt(out) if root else out
 
 
@@ -50,7 +76,7 @@ REDUCTIONS = {
     "min": (lambda xp, a, axis, keepdims, dtype: xp.min(a, axis, keepdims=keepdims), _same, False),
     "all": (lambda xp, a, axis, keepdims, dtype: xp.all(a, axis, keepdims=keepdims), _bool, True),
     "any": (lambda xp, a, axis, keepdims, dtype: xp.any(a, axis, keepdims=keepdims), _bool, True),
-    "mean": (lambda xp, a, axis, keepdims, dtype: xp.mean(a, axis, dtype, keepdims=keepdims),
+    "mean": (_mean,
              dt.to_inexact, True),
     "logsumexp": (lambda xp, a, axis, keepdims, dtype: _logsumexp(xp, a.astype(dtype), axis,
                                                                  keepdims), dt.to_inexact, True),
