@@ -91,6 +91,9 @@ CASES = {
     "cross_axis_broadcast": lambda M: M.linalg.cross(M.array(RECT[:, :3].T),
                                                      M.array(np.ones((3, 1), np.float32)),
                                                      axis=0),
+    "cross_ndim_broadcast": lambda M: M.linalg.cross(M.array(BIG[0, :6, :1]).reshape(2, 3, 1),
+                                                     M.array(RECT), axis=-2),
+    "cross_rank_mix": lambda M: M.linalg.cross(M.array(BATCH), M.array([1.0, 2.0])),
     "cross_bool": lambda M: M.linalg.cross(M.ones(3, dtype=M.bool_), M.ones(3, M.bool_)),
 }
 

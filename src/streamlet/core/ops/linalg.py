@@ -581,7 +581,8 @@ def norm(a, /, ord=None, axis=None, keepdims=False, *, stream=None):
 
 def _cross(xp, x, y, axis, dtype):
     work = xp.int8 if dtype == xp.bool_ else dtype  # bool minus is xor, as in MLX
-    x, y = bl.cast(x, work), bl.cast(y, work)
+    nd = max(x.ndim, y.ndim)
+    x, y = (bl.cast(v, work).reshape((1,) * (nd - v.ndim) + v.shape) for v in (x, y))
     x, y = (xp.moveaxis(v, axis, -1) for v in (x, y))
     x, y = (v if v.shape[-1] == 3 else xp.concatenate([v, xp.zeros_like(v[..., :1])], -1)
             for v in (x, y))
@@ -600,12 +601,11 @@ def cross(a, b, axis=-1, *, stream=None):
     st = bl.resolve(stream)
     x, y, d = bl.promote_pair(a, b, op)
     x, y = bl.as_array(x, op), bl.as_array(y, op)
-    if x.ndim != y.ndim:
-        raise ValueError(f"[{op}] Inputs must have the same number of dimensions.")
-    ax = bl.normalize_axis(axis, x.ndim, op)
-    if x._shape[ax] not in (2, 3) or y._shape[ax] not in (2, 3):
+    nd = max(x.ndim, y.ndim)
+    xs, ys = ([1] * (nd - v.ndim) + list(v._shape) for v in (x, y))
+    ax = bl.normalize_axis(axis, nd, op)
+    if xs[ax] not in (2, 3) or ys[ax] not in (2, 3):
         raise ValueError(f"[{op}] The specified axis must have size 2 or 3.")
-    xs, ys = list(x._shape), list(y._shape)
     xs[ax] = ys[ax] = 3
     shape = bl.broadcast_shapes(tuple(xs), tuple(ys), op=op)
     return bl.node(_CROSS, (x, y), shape, d, {"axis": ax, "dtype": d.np}, st)
