@@ -203,10 +203,12 @@ def _normal_kernel(xp, k, npdtype, shape, mode):
 
 def _log_as_mlx(xp, x):
     """MLX's CPU log: glibc's logf, rounded back to half types."""
-    fast = tf.compiled() if xp is np else None
+    if xp is not np:
+        return logf_glibc(xp, x).astype(x.dtype, copy=False)
+    fast = tf.compiled()
     if fast is not None:
         return fast.logf(x).astype(x.dtype, copy=False)
-    return logf_glibc(xp, x).astype(x.dtype, copy=False)
+    return tf.map_chunks(lambda c: logf_glibc(np, c), x, np.empty_like(x))
 
 
 def _gumbel_kernel(xp, k, upper, npdtype, shape):

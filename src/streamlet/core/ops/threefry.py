@@ -135,6 +135,18 @@ def fill(xp, key, n, transform=WORDS, param=None, out=None):
     return out
 
 
+def map_chunks(fn, x, out):
+    """out = fn(x) elementwise, NumPy arrays, in cache-sized chunks shared between cores."""
+    src, dst = x.reshape(-1), out.reshape(-1)
+
+    def work(a, b):
+        for s in range(a, b, CHUNK):
+            e = min(s + CHUNK, b)
+            dst[s:e] = fn(src[s:e])
+    in_parts(src.shape[0], work)
+    return out
+
+
 def in_parts(n, work):
     """`work(a, b)` over [0, n) cut into chunk-aligned parts, one per core, run at once."""
     parts = min(os.cpu_count() or 1, n // PARALLEL_MIN)
