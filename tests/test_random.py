@@ -1,5 +1,9 @@
-"""streamlet.core.random against mlx.core.random (the oracle), bit for bit where MLX's
-generator is exact, within 2 float32 ulps where it goes through transcendental functions."""
+"""streamlet.core.random against mlx.core.random (the oracle).
+
+The issue allows normal and what derives from it 2 float32 ulps; reproducing MLX's CPU
+erfinv, erf, exp, log (glibc) and log1p (glibc) makes every draw but multivariate_normal
+(its SVD is LAPACK's) equal bit for bit, so the tests hold it to that.
+"""
 import doctest
 import threading
 
@@ -29,22 +33,11 @@ def host(a):
     return np.array(a)
 
 
-def as_ints(x):
-    """Float bits as ordered integers, so that differences count ulps."""
-    if x.dtype == np.complex64:
-        x = x.view(np.float32)
-    it = {2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
-    i = x.view(it).astype(np.int64)
-    return np.where(i < 0, np.iinfo(it).min - i, i)
-
-
-def assert_same(ours, theirs, ulps=0):
+def assert_same(ours, theirs):
+    """Same shape, dtype and values (a NaN equals a NaN)."""
     a, b = host(ours), host(theirs)
     assert a.shape == b.shape and a.dtype == b.dtype, (a.shape, b.shape, a.dtype, b.dtype)
-    if ulps == 0 or a.dtype.kind not in "fc":
-        np.testing.assert_array_equal(a, b)
-    elif a.size:
-        assert np.abs(as_ints(a) - as_ints(b)).max() <= ulps
+    np.testing.assert_array_equal(a, b)
 
 
 def both(mlx, fn, seed):
@@ -137,7 +130,7 @@ def test_random_shapes_match_mlx(shape, seed, dtype):
                lambda m, k: m.random.normal(shape, getattr(m, dtype), key=k),
                lambda m, k: m.random.randint(-9, 9, shape, key=k),
                lambda m, k: m.random.bernoulli(0.25, shape, key=k)):
-        assert_same(*both(mlx_core, op, seed), ulps=2)
+        assert_same(*both(mlx_core, op, seed))
 
 
 def test_kernels_on_cupy_give_numpys_bits():
@@ -189,22 +182,21 @@ def test_uniform_array_bounds_broadcast(mlx, rng):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("size", SIZES)
-def test_normal_within_two_ulps(mlx, dtype, size):
+def test_normal_bit_exact(mlx, dtype, size):
     for seed in SEEDS[1::2]:
         assert_same(*both(mlx, lambda m, k: m.random.normal(
-            (size,), getattr(m, dtype), key=k), seed), ulps=2)
+            (size,), getattr(m, dtype), key=k), seed))
     assert_same(*both(mlx, lambda m, k: m.random.normal(
-        (size,), getattr(m, dtype), loc=1.5, scale=3.0, key=k), 9), ulps=2)
+        (size,), getattr(m, dtype), loc=1.5, scale=3.0, key=k), 9))
 
 
-def test_normal_is_exact_for_float32_and_complex(mlx):
-    # erfinv reproduces MLX's CPU erfinv (glibc logf), so no ulp is lost in practice
+def test_normal_float32_and_complex_bit_exact(mlx):
     for seed in SEEDS:
         assert_same(*both(mlx, lambda m, k: m.random.normal((4097, 3), key=k), seed))
         assert_same(*both(mlx, lambda m, k: m.random.normal(
             (5, 33), m.complex64, key=k), seed))
     assert_same(*both(mlx, lambda m, k: m.random.normal(
-        (77,), m.complex64, loc=1.0, scale=2.0, key=k), 3), ulps=2)
+        (77,), m.complex64, loc=1.0, scale=2.0, key=k), 3))
 
 
 @pytest.mark.parametrize("low, high, dtype", [
