@@ -108,13 +108,18 @@ def _run_here(order, per_state):
         run_batch(st, batch, True)
         st.finish(batch)
         return
-    for node in order:
+    batches = [st.queue[0] for st in per_state]
+    for batch in batches:
+        batch.nodes = None  # `order` alone holds the nodes, and lets each go once it has run
+    for i, node in enumerate(order):
+        order[i] = None
         for inp in node._inputs:
             if inp._prim is not None:  # a producer from an earlier eval, still running
                 inp._stream.wait(inp._seq)
         run_node(node, node._stream)
-    for st in per_state:
-        st.finish(st.queue[0])
+    del node
+    for st, batch in zip(per_state, batches):
+        st.finish(batch)
 
 
 def _dispatch(outputs, blocking):
@@ -137,6 +142,7 @@ def _dispatch(outputs, blocking):
         if work is None or here:
             _run_here(order, per_state)
             return
+    order = per_state = None  # the batches hold the nodes now, and drop each once it has run
     if blocking and started:
         mine = max(started, key=work.get) if work else started[0]
         for st in started:

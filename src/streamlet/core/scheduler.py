@@ -17,6 +17,7 @@ import threading
 import warnings
 
 from ..backend import for_device_type
+from .memory import TRACK_BYTES, track as track_memory
 
 # MLX computes inf and nan silently.  NumPy warns from the frame that called the
 # ufunc, which is one of our kernels: filtering those once costs nothing per op,
@@ -132,7 +133,9 @@ def run_node(node, state):
         args.append(a._data if st is None or st.backend is backend else backend.import_from(a))
     else:
         try:
-            node._data = backend.execute(node, args)
+            data = node._data = backend.execute(node, args)
+            if data.nbytes >= TRACK_BYTES:  # small buffers cost more to watch than to make
+                track_memory(data)
         except Exception as exc:  # any kernel failure poisons the node, never the process
             node._error = StreamError(_message(node, exc))
             node._error.__cause__ = exc
@@ -154,15 +157,17 @@ def run_batch(state, batch, blocking) -> bool:
     """Run a batch from where it stopped; False if it parked waiting for another stream."""
     nodes, waits, signals = batch.nodes, batch.waits, batch.signals
     for i in range(batch.pos, len(nodes)):
-        if waits:
-            for producer in waits.get(i, ()):
+        if waits and i in waits:
+            for producer in waits[i]:
                 pstate = producer._stream
                 if blocking:
                     pstate.wait(producer._seq)
                 elif pstate.when_done(producer._seq, lambda: POOL.submit(state)):
                     batch.pos = i
                     return False
+            del waits[i]  # and with it this batch's hold on the producers' buffers
         node = nodes[i]
+        nodes[i] = None  # an intermediate's buffer is freed once its last consumer has run
         run_node(node, state)
         if signals and i in signals:
             state.advance(node._seq)
