@@ -1,9 +1,11 @@
 """Intermediate buffers are freed while an eval runs, not when it ends (DESIGN §4)."""
+import importlib
+
 import numpy as np
 import pytest
 
 import streamlet.core as mx
-from streamlet.core import eval as eval_module
+eval_module = importlib.import_module("streamlet.core.eval")
 
 MIB = 1 << 20
 
