@@ -67,7 +67,7 @@ def test_unary_matches_cpu(name, dtype):
         x = np.abs(x) + dtype(1)
     got, want = gpu_and_cpu(getattr(mx, name), x)
     assert got.dtype == want.dtype
-    if dtype == np.float32:
+    if got.dtype != np.float64:  # mx.array makes float64 data float32, as MLX does
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
     else:
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
@@ -135,7 +135,7 @@ def test_one_kernel_per_structure_whatever_the_constants():
     x = mx.array(np.ones(16, np.float32))
     mx.eval(x * 2.5 + 1.25)
     n = len(cuda_fuse._kernels)
-    for k in range(5):
+    for k in range(2, 7):
         y = x * float(k) + 0.5 * k
         mx.eval(y)
         assert y.tolist() == [k + 0.5 * k] * 16
@@ -309,7 +309,7 @@ def test_out_of_memory_is_a_runtime_error_and_the_process_goes_on():
     with pytest.raises(RuntimeError):
         mx.eval(w)
     with pytest.raises(RuntimeError):
-        w.item()
+        w.tolist()
     ok = mx.ones((1000,), stream=G) * 3
     assert float(mx.sum(ok)) == 3000.0
     mx.synchronize(G)

@@ -49,6 +49,7 @@ import threading
 import weakref
 
 import cupy as cp
+import cupyx
 import numpy as np
 from cupy.cuda import runtime
 
@@ -62,7 +63,8 @@ except ImportError:  # pragma: no cover - ml_dtypes is a dependency of the core
     BF16_NP = None
 
 _OOM = cp.cuda.memory.OutOfMemoryError
-_CUDA_ERRORS = (runtime.CUDARuntimeError, cp.cuda.driver.CUDADriverError)
+_ndarray = cp.ndarray
+PINNED_MIN = 1 << 20  # bytes: larger host arrays go through pinned memory, asynchronously
 
 
 def device_count() -> int:
@@ -91,10 +93,14 @@ def device_info(index: int) -> dict:
 class BF16:
     """A bfloat16 array on the GPU: its bits as a cupy uint16 array."""
 
-    __slots__ = ("bits",)
+    __slots__ = ("bits", "__weakref__")
 
     def __init__(self, bits):
         self.bits = bits
+
+    @property
+    def nbytes(self):
+        return self.bits.nbytes
 
     def __dlpack_device__(self):
         return self.bits.__dlpack_device__()
@@ -104,7 +110,7 @@ class Handle:
     """The CUDA side of one GPU stream."""
 
     __slots__ = ("index", "device", "stream", "ptr", "lock", "pending", "hold", "retained",
-                 "armed", "epoch", "flush", "__weakref__")
+                 "armed", "epoch", "flush", "fault", "__weakref__")
 
     def __init__(self, state):
         self.index = state.stream.device.index
@@ -113,13 +119,14 @@ class Handle:
             self.stream = cp.cuda.Stream(non_blocking=True)
         self.ptr = self.stream.ptr
         self.lock = threading.RLock()  # guards pending, hold, retained and launches of Lazies
-        self.pending = []  # Lazies made since the last flush
+        self.pending = []  # nodes given a Lazy since the last flush
         self.hold = []  # inputs from other streams read by pending Lazies
         self.retained = []  # (event, objects): keep objects alive until the event completes
         self.armed = 0  # the stream number a flush is already registered for
         self.epoch = 1  # counts flushes; a Lazy of an older one is computed before reuse
+        self.fault = None  # a CUDA error met by a flush on the timeline, for synchronize
         ref = weakref.ref(self)
-        self.flush = lambda: _flush(ref())
+        self.flush = lambda: _flush_quietly(ref())
 
 
 _create_lock = threading.Lock()
@@ -163,13 +170,17 @@ def execute(node, args):
         out_bf16 = node._dtype.name == "bfloat16"
         if out_bf16 or any(type(a) is BF16 for a in dev_args):
             dev_args, params = _bf16_inputs(dev_args, params)
-        fn = OVERRIDES.get(prim.name) or prim.gpu or prim.kernel
+        fn = OVERRIDES.get(prim.name)
         try:
-            try:
-                out = fn(cp, *dev_args, **params)
-            except NotImplementedError:  # an override that does not cover these inputs
-                out = prim.kernel(cp, *dev_args, **params)
-            if type(out) is not cp.ndarray:
+            out = _NOT_COVERED
+            if fn is not None:
+                try:
+                    out = fn(cp, *dev_args, **params)
+                except (NotImplementedError, TypeError):  # an override not covering these
+                    out = _NOT_COVERED
+            if out is _NOT_COVERED:
+                out = (prim.gpu or prim.kernel)(cp, *dev_args, **params)
+            if isinstance(out, (np.ndarray, np.generic, int, float, complex)):
                 out = cp.asarray(out)
             if out_bf16:
                 out = BF16(_to_bf16(out))
@@ -180,53 +191,61 @@ def execute(node, args):
     return out
 
 
+_NOT_COVERED = object()
+_FUSABLE_SCALARS = frozenset(d.type for d in CTYPE)  # NumPy scalar types of the C types
+_fusion_specs: dict = {}  # (primitive, params dtype, output dtype) -> spec, or None
+
+
+def _fusion_spec(prim, node):
+    compute = node._params.get("dtype") if node._params else None
+    key = (prim, compute if compute is not None else node._inputs[-1]._dtype, node._dtype)
+    spec = _fusion_specs.get(key, False)
+    if spec is False:
+        name, out_np = prim.name, node._dtype.np
+        if name == "astype":
+            compute = out_np
+        elif compute is None:  # inputs already of the dtype the op computes in
+            compute = node._inputs[-1]._dtype.np
+        compute_t, out_t = CTYPE.get(np.dtype(compute)), CTYPE.get(out_np)
+        spec = None
+        if fuse.can_fuse(name, compute_t, out_t):
+            n = len(node._inputs)
+            types = ("bool",) + (compute_t,) * (n - 1) if name == "where" else (compute_t,) * n
+            spec = fuse.spec_of(name, compute_t, out_t, types)
+        _fusion_specs[key] = spec
+    return spec
+
+
 def _defer(node, args, h):
     """A Lazy for an elementwise node, or None when it can't be fused."""
-    prim = node._prim
-    name = prim.name
-    params = node._params
-    out_np = node._dtype.np
-    out_t = CTYPE.get(out_np)
-    compute = params.get("dtype") if params else None
-    if name == "astype":
-        compute = out_np
-    elif compute is None:
-        compute = node._inputs[-1]._dtype.np
-    compute_t = CTYPE.get(np.dtype(compute))
-    if not fuse.can_fuse(name, compute_t, out_t):
+    spec = _fusion_spec(node._prim, node)
+    if spec is None:
         return None
     shape = node._shape
     operands = []
-    types = []
-    for i, (a, inp) in enumerate(zip(args, node._inputs)):
+    for a, inp in zip(args, node._inputs):
         kind = type(a)
         if kind is Lazy:
             if a.handle is not h or a.shape != shape or a.epoch != h.epoch:
                 a = _value_of(a, h, inp)
-                if a is None:
+                if CTYPE.get(a.dtype) is None:
                     return None
-            t = CTYPE.get(a.dtype)
         elif kind is cp.ndarray:
-            t = CTYPE.get(a.dtype)
-            if inp._stream is not None and inp._stream.native is not h:
-                a = _from_other_stream(a, inp._stream.native, h, h.hold)
-        elif isinstance(a, np.generic):
-            t = CTYPE.get(a.dtype)
+            if CTYPE.get(a.dtype) is None:
+                return None
+            st = inp._stream
+            if st is not None and st.native is not h:
+                a = _from_other_stream(a, st.native, h, h.hold)
         elif kind is np.ndarray:
-            t = CTYPE.get(a.dtype)
-            if t is not None:
-                with h.device, h.stream:
-                    a = _host_to_device(a, inp, h)
-        else:
-            return None
-        if t is None:
+            if CTYPE.get(a.dtype) is None:
+                return None
+            with h.device, h.stream:
+                a = _host_to_device(a, inp, h)
+        elif kind not in _FUSABLE_SCALARS:
             return None
         operands.append(a)
-        types.append("bool" if name == "where" and i == 0 else compute_t)
-    spec = fuse.spec_of(name, compute_t, out_t, tuple(types))
-    lz = Lazy(h, spec, operands, shape, out_np, weakref.ref(node))
-    h.pending.append(lz)
-    return lz
+    h.pending.append(node)  # its _data will be the Lazy
+    return Lazy(h, spec, operands, shape, node._dtype.np)
 
 
 def _value_of(lz, h, inp):
@@ -291,13 +310,21 @@ def _host_to_device(a, inp, h):
     """
     bf16 = a.dtype == BF16_NP
     if inp._stream is None:
-        key = (id(h), id(a))
+        key = (id(h), h.index, id(a))
         hit = _host_cache.get(key)
         if hit is not None and hit[0]() is a:
             return hit[1]
-    dev = cp.empty(a.shape, np.uint16 if bf16 else a.dtype)
     src = a.view(np.uint16) if bf16 else a
-    dev.set(np.ascontiguousarray(src), stream=h.stream)
+    dev = cp.empty(src.shape, src.dtype)
+    if src.nbytes >= PINNED_MIN:
+        # Staged through pinned memory: the host copy releases the GIL and the transfer
+        # is asynchronous, so other streams keep launching and the GPU keeps computing.
+        pinned = cupyx.empty_pinned(src.shape, src.dtype)
+        np.copyto(pinned, src)
+        dev.set(pinned, stream=h.stream)
+        _retain(h, [pinned])  # the pinned pool must not hand it out before the copy ran
+    else:
+        dev.set(np.ascontiguousarray(src), stream=h.stream)
     out = BF16(dev) if bf16 else dev
     if inp._stream is None:
         with _host_lock:
@@ -351,13 +378,13 @@ def _compute(plan, h, retain=False):
         n *= d
     try:
         leaves = [_flat_leaf(a, shape) for a in plan.leaves]
-        outs = [cp.empty(shape, r.dtype) for r in roots]
+        outs = [_ndarray(shape, r.dtype) for r in roots]
     except _OOM as exc:
         raise out_of_memory(roots[0].spec[1], h, exc) from None
     if n:
         _launch(plan, leaves, outs, n, h)
-        if retain and leaves:
-            _retain(h, leaves)
+        if retain:  # a Lazy computed on demand: its leaves may come from other streams
+            h.hold.extend(leaves)
     for r, o in zip(roots, outs):
         r.value = o
         r.args = None
@@ -369,22 +396,41 @@ def _flat_leaf(a, shape):
     return cp.ascontiguousarray(cp.broadcast_to(a, shape))
 
 
+_launches: dict = {}  # everything about a kernel's launch that its key decides
+
+
 def _launch(plan, leaves, outs, n, h):
+    pointers = [a.data.ptr for a in leaves]
+    pointers += [o.data.ptr for o in outs]
+    scalar = tuple([a.size == 1 and n != 1 for a in leaves])
+    vec = 1
+    if n >= 4:
+        vec = 4
+        for a, p in zip(leaves + outs, pointers):
+            if p % (4 * a.itemsize) and not (a.size == 1 and n != 1):
+                vec = 1
+                break
+    key = (tuple(plan.specs), tuple([a.dtype for a in leaves]), scalar,
+           tuple([c.dtype for c in plan.consts]), tuple([o.dtype for o in outs]),
+           tuple(plan.outputs), vec, h.index)
+    entry = _launches.get(key)
+    if entry is None:
+        entry = _launches[key] = _launch_entry(plan, leaves, outs, scalar, vec, h)
+    fptr, floats, codes = entry
+    values = [float(c) if f else int(c) for c, f in zip(plan.consts, floats)]
+    fuse.launch(fptr, h.ptr, pointers, n, values, codes, vec)
+
+
+def _launch_entry(plan, leaves, outs, scalar, vec, h):
     leaf_types = tuple(CTYPE[a.dtype] for a in leaves)
-    scalar = tuple(a.size == 1 and n != 1 for a in leaves)
     const_types = tuple(CTYPE[c.dtype] for c in plan.consts)
     out_types = tuple(CTYPE[o.dtype] for o in outs)
-    pointers = [a.data.ptr for a in leaves] + [o.data.ptr for o in outs]
-    vec = 4 if n >= 4 and all(
-        s or p % (4 * a.itemsize) == 0
-        for a, p, s in zip(leaves + outs, pointers, scalar + (False,) * len(outs))) else 1
     key = (tuple(plan.specs), leaf_types, scalar, const_types, out_types,
            tuple(plan.outputs), vec)
     fptr = fuse.kernel_for(key, h.index, lambda: fuse.source(
         plan.specs, leaf_types, scalar, const_types, out_types, plan.outputs, vec))
     codes = "".join(fuse.const_code(t) for t in const_types)
-    values = [float(c) if code == "d" else int(c) for c, code in zip(plan.consts, codes)]
-    fuse.launch(fptr, h.ptr, pointers, n, values, codes, vec)
+    return fptr, tuple(c == "d" for c in codes), codes
 
 
 def _flush(h):
@@ -392,31 +438,37 @@ def _flush(h):
     if h is None:
         return
     with h.lock:
-        pending, h.pending = h.pending, []
+        nodes, h.pending = h.pending, []
         h.epoch += 1
-        if pending:
+        if nodes:
+            lazies = [n._data for n in nodes if type(n._data) is Lazy]
             with h.device, h.stream:
-                for plan in fuse.plans_for(pending):
+                for plan in fuse.plans_for(lazies):
                     try:
                         _compute(plan, h)
                     except Exception as exc:
-                        _poison(plan.roots, exc)
+                        owner = {id(n._data): n for n in nodes}
+                        _poison([owner[id(r)] for r in plan.roots], exc)
         if h.hold:
             hold, h.hold = h.hold, []
             _retain(h, hold)
     h.stream.synchronize()
 
 
-def _poison(roots, exc):
-    """The arrays of these Lazies failed: every later read raises the error."""
+def _flush_quietly(h):
+    """The flush run by the scheduler's timeline: it must not raise into the scheduler."""
+    try:
+        _flush(h)
+    except Exception as exc:
+        h.fault = exc
+
+
+def _poison(arrays, exc):
+    """These arrays' kernel failed: every later read of them raises the error."""
     from ..core.scheduler import StreamError
-    err = None
-    for r in roots:
-        arr = r.ref() if r.ref is not None else None
-        if arr is None:
-            continue
-        text = str(exc)
-        err = err or StreamError(text if text.startswith("[") else f"[{r.spec[1]}] {text}")
+    text = str(exc)
+    err = StreamError(text if text.startswith("[") else f"[fused elementwise] {text}")
+    for arr in arrays:
         arr._error = err
         st = arr._stream
         if st is not None:
@@ -440,7 +492,7 @@ def to_numpy(data, state):
         data = data.value
     if isinstance(data, np.generic | np.ndarray):
         return data
-    with h.device:
+    with h.device, h.stream:  # a strided array is made contiguous first: on this stream
         if type(data) is BF16:
             return data.bits.get(stream=h.stream).view(BF16_NP)
         return data.get(stream=h.stream)
@@ -464,13 +516,16 @@ def synchronize(state):
     if h is None:
         return
     try:
+        fault, h.fault = h.fault, None
+        if fault is not None:
+            raise fault
         _flush(h)
         with h.lock:
             r = h.retained
             while r and r[0][0].done:
                 r.pop(0)
-    except _CUDA_ERRORS as exc:
-        raise RuntimeError(f"[synchronize] CUDA error on {state.stream}: {exc}") from None
+    except Exception as exc:
+        raise RuntimeError(f"[synchronize] CUDA error on {state.stream}: {exc}") from exc
 
 
 # -- bfloat16 ---------------------------------------------------------------------------------
@@ -518,7 +573,7 @@ def _matmul_tf32(xp, x, y, dtype=None):
     from cupy_backends.cuda.libs import cublas
     hdl = cp.cuda.device.get_cublas_handle()
     mode = cublas.getMathMode(hdl)
-    cublas.setMathMode(hdl, cublas.CUBLAS_TF32_TENSOR_OP_MATH)
+    cublas.setMathMode(hdl, getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH", 3))
     try:
         return cp.matmul(x, y)
     finally:

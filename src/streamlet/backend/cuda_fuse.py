@@ -87,22 +87,23 @@ MAX_PARAMS = 400  # 8 bytes each, inside cuLaunchKernel's 4 KiB parameter limit
 class Lazy:
     """An elementwise op not launched yet: its op, its operands and, once run, its value."""
 
-    __slots__ = ("handle", "spec", "args", "shape", "dtype", "value", "ref", "pos", "epoch",
+    __slots__ = ("handle", "spec", "args", "shape", "dtype", "value", "pos", "epoch",
                  "__weakref__")
 
-    def __init__(self, handle, spec, args, shape, dtype, ref):
+    def __init__(self, handle, spec, args, shape, dtype):
         self.handle = handle  # the stream it runs on
         self.spec = spec  # interned (op, compute C type, output C type, operand C types)
         self.args = args  # Lazy, cupy arrays (leaves) or NumPy scalars (constants)
         self.shape = shape
         self.dtype = dtype  # NumPy dtype of the value
         self.value = None  # the cupy array once computed
-        self.ref = ref  # weakref to the array, to poison it if the launch fails
         self.pos = 0  # place in the plan being built
         self.epoch = handle.epoch if handle is not None else 0  # the flush it belongs to
 
     def __dlpack_device__(self):
         return (2, self.handle.index)  # kDLCUDA
+
+    nbytes = 0  # nothing allocated until it runs (the scheduler's memory accounting reads it)
 
 
 _specs: dict = {}
@@ -350,7 +351,8 @@ def kernel_for(key, device, make_source):
             hit = _kernels.get((key, device))
             if hit is None:
                 mod = cp.RawModule(code=make_source(), options=_OPTIONS)
-                hit = (mod, mod.get_function("k").ptr)
+                fn = mod.get_function("k")  # a RawKernel; its Function holds the pointer
+                hit = (fn, fn.kernel.ptr)
                 _kernels[(key, device)] = hit
     return hit[1]
 

@@ -5,7 +5,9 @@ hashes the counters (y, y + H) into words y and y + H, and when n is odd one mor
 thread hashes (n // 2, 0) into the middle word.  The transforms round exactly as
 the CPU's NumPy forms: float32 ops one at a time (compiled with --fmad=false), the
 float64 steps of glibc's logf and of the erfinv polynomial included, so `normal`
-gives the CPU's bits too.  The keys stay on the device: no host round trip.
+gives the CPU's bits too.  The keys stay on the device: no host round trip.  The logf
+tables live in global memory, not `__constant__`: threads index them differently, which
+the constant cache would serialize.
 """
 from __future__ import annotations
 
@@ -28,8 +30,8 @@ def _floats(values):
 
 
 _SOURCE = r"""
-__constant__ double INVC[16] = {%(invc)s};
-__constant__ double LOGC[16] = {%(logc)s};
+__device__ double INVC[16] = {%(invc)s};
+__device__ double LOGC[16] = {%(logc)s};
 __device__ __forceinline__ unsigned int rotl(unsigned int x, int r) {
   return (x << r) | (x >> (32 - r));
 }
@@ -175,10 +177,18 @@ def uniform(xp, k, upper, npdtype, shape):
     return u.astype(npdtype, copy=False)
 
 
-def normal(xp, k, npdtype, shape, complex_=False):
-    if complex_ or np.dtype(npdtype) != np.float32:
-        raise NotImplementedError
-    return fill(k, math.prod(shape), NORMAL).reshape(shape)
+def normal(xp, k, npdtype, shape, mode):
+    """Modes as the CPU kernel's: "standard" (times sqrt(2)), "unscaled", "complex"."""
+    n = math.prod(shape)
+    if mode == "complex":
+        return fill(k, 2 * n, ERFINV_UNIT).view(cp.complex64).reshape(shape)
+    npdtype = np.dtype(npdtype)
+    if npdtype == np.float32:
+        return fill(k, n, NORMAL if mode == "standard" else ERFINV_UNIT).reshape(shape)
+    e = fill(k, n, ERFINV_UNIT).astype(npdtype)
+    if mode == "standard":
+        cp.multiply(e, npdtype.type(math.sqrt(2.0)), out=e)
+    return e.reshape(shape)
 
 
 OVERRIDES = {"random_bits": bits, "uniform": uniform, "normal": normal}
