@@ -13,12 +13,13 @@ from hypothesis import strategies as st
 import streamlet.core as mx
 from conftest import mlx_core
 
-SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=30, deadline=None, derandomize=True,
                     suppress_health_check=list(HealthCheck))
 INT = ["uint8", "uint32", "int8", "int32", "int64"]
 FLOAT = ["float16", "bfloat16", "float32", "float64"]
 ALL = ["bool_"] + INT + FLOAT
-RTOL = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 2e-5, "float64": 1e-9, "complex64": 2e-5}
+# float64: MLX 0.32.4 computes some float64 math in float32 precision (cos(0.25) is off by 1e-9)
+RTOL = {"float16": 4e-3, "bfloat16": 3e-2, "float32": 2e-5, "float64": 1e-7, "complex64": 2e-5}
 
 shapes = st.lists(st.integers(0, 4), min_size=0, max_size=3).map(tuple)
 nonempty = st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple)
@@ -55,7 +56,7 @@ def host(a, mod):
         return [host(x, mod) for x in a]
     if a.dtype in (mod.bfloat16, mod.float16):
         a = a.astype(mod.float32)
-    return np.array(a.tolist()) if a.ndim == 0 else np.array(a)
+    return np.array(a)
 
 
 def run(mod, fn, args, kwargs):
@@ -205,7 +206,7 @@ def test_unary(name, shape, dtype, seed):
     if name == "erfinv" and dtype not in ("bool_",):
         x = (x / 10).astype(x.dtype) if x.dtype.kind in "fc" else x
     ref = UNARY[name]
-    if name in ("negative",) and dtype == "bool_":
+    if name in ("negative", "sign") and dtype == "bool_":
         ref = None
     if name in ("tan",) and dtype in ("float16", "bfloat16"):
         ref = None  # huge near poles, where the half-precision argument differs
@@ -255,9 +256,11 @@ def test_binary(name, shape, d1, d2, seed, swap):
     if name in ("floor_divide", "remainder", "divide") and y.dtype.kind in "biu":
         y = np.where(y == 0, np.ones_like(y), y)  # integer division by zero is undefined
     if name == "power":
-        y = np.abs(y) if y.dtype.kind in "iu" else y
-        x = np.abs(x) if x.dtype.kind == "f" else x
+        y = np.asarray(np.abs(y)) if y.dtype.kind in "iu" else y
+        x = np.asarray(np.abs(x)) if x.dtype.kind == "f" else x
     ref = BINARY[name]
+    if name == "subtract" and x.dtype == y.dtype == np.bool_:
+        ref = np.not_equal  # MLX subtracts bools modulo 2; NumPy refuses to
     mixed = np.dtype(d1.rstrip("_") if d1 != "bfloat16" else "float32").kind != \
         np.dtype(d2.rstrip("_") if d2 != "bfloat16" else "float32").kind
     if name in ("floor_divide", "remainder") and (x.dtype.kind == "f" or y.dtype.kind == "f"):
@@ -357,8 +360,14 @@ def test_reductions(data, name, shape, dtype, keepdims, seed):
         ref = None  # accumulated in the half type
     if name in ("var", "std") and dtype in ("float16", "bfloat16"):
         ref = None
+    # MLX refuses logsumexp of any empty array (we give NumPy's -inf), its logsumexp of
+    # some bool arrays is wrong (of [[[False, False]], [[False, True]]]: 3.21, not 1.74),
+    # and its `all` of an empty bool array is False
+    quirk = (name == "logsumexp" and (x.size == 0 or dtype == "bool_")) or \
+        (name == "all" and x.size == 0)
     check(lambda m: lambda a: getattr(m, name)(a, axis=axis, keepdims=keepdims), (x,),
-          ref=None if ref is None else (lambda a: ref(a, axis=axis, keepdims=keepdims)))
+          ref=None if ref is None else (lambda a: ref(a, axis=axis, keepdims=keepdims)),
+          oracle=not quirk)
 
 
 @SETTINGS

@@ -155,6 +155,11 @@ def _power(xp, x, y):
     return xp.power(x, y)
 
 
+def _subtract(xp, x, y):
+    """MLX subtracts bools modulo 2 (an xor); NumPy refuses to."""
+    return xp.not_equal(x, y) if x.dtype.kind == "b" else xp.subtract(x, y)
+
+
 def _logical(fn):
     return lambda xp, x, y: fn(xp, x.astype(bool), y.astype(bool))
 
@@ -168,7 +173,7 @@ def _logaddexp(xp, x, y):
 # name: (kernel(xp, x, y) on inputs of the common dtype, output rule, refused kinds)
 BINARY = {
     "add": (lambda xp, x, y: xp.add(x, y), _same, ""),
-    "subtract": (lambda xp, x, y: xp.subtract(x, y), _same, ""),
+    "subtract": (_subtract, _same, ""),
     "multiply": (lambda xp, x, y: xp.multiply(x, y), _same, ""),
     "divide": (lambda xp, x, y: xp.true_divide(x, y), dt.to_inexact, ""),
     "floor_divide": (lambda xp, x, y: xp.floor_divide(x, y), _same, "c"),
