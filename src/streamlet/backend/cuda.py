@@ -11,8 +11,10 @@ consumer's stream: the host never blocks.  An input on another device is
 copied peer to peer after that wait.  A CPU-stream result is copied to the
 device on the consumer's stream (the scheduler has already waited for the CPU
 work); host arrays made by `mx.array` are copied once per stream and cached
-while the NumPy array lives.  A CPU reader of a GPU result copies it back with
-a copy that waits for the producing stream.
+while the NumPy array lives.  Host arrays of 1 MiB or more are staged through
+pinned memory, so the transfer is asynchronous and the host copy releases the
+GIL (other streams keep launching meanwhile).  A CPU reader of a GPU result
+copies it back with a copy that waits for the producing stream.
 
 Memory.  CuPy's default pool keeps one free list per stream, so a block freed
 on stream A is only reused by later work on A, which runs after every earlier
@@ -20,7 +22,9 @@ kernel on A.  What that misses is a block of A read by a kernel on stream B and
 freed (its last Python reference dropped) before B's kernel ran: A could reuse
 it too early.  So every input read across streams or devices is held, with an
 event recorded after the reading kernel, until that event has completed
-(`Handle.retained`, swept on later launches and at synchronize).  We chose this
+(`Handle.retained`, swept on later launches and at synchronize); inputs of
+deferred kernels are held until the flush that launches them (`Handle.hold`),
+and pinned staging buffers until their copy has run.  We chose this
 over `MemoryAsyncPool` because cudaFreeAsync orders a free only on one stream,
 which does not cover readers on other streams either, and the default pool is
 faster for the many tiny allocations of small-op programs.
