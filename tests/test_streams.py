@@ -386,3 +386,12 @@ def test_default_device_change_moves_new_ops_only():
         assert x._stream.stream.device == before
     finally:
         mx.set_default_device(before)
+
+
+def test_stream_of_finished_thread_stays_foreign():
+    s = in_thread(lambda: mx.new_stream(mx.cpu))
+    with pytest.raises(RuntimeError, match=f"There is no Stream\\(cpu, {s.index}\\)"):
+        (mx.ones((2,), stream=s) + 1).tolist()
+    x = in_thread(lambda: mx.arange(3, stream=mx.new_stream(mx.cpu)) * 2)  # never evaluated
+    with pytest.raises(RuntimeError, match="There is no Stream"):
+        x.tolist()

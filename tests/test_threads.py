@@ -199,3 +199,62 @@ def test_thread_affine_error_never_hangs_with_pending_work():
     # reading the owner's evaluated result from another thread is fine (its own stream)
     assert in_thread(lambda: float(mx.sum(x).item())) == 6.0 * BIG[0] * BIG[1]
     assert float(y[0, 0].item()) == 12.0
+
+
+def test_large_failure_propagates_through_parked_consumers():
+    s1, s2, s3 = (mx.new_stream(mx.cpu) for _ in range(3))
+    big = mx.ones(BIG, stream=s1)
+    bad = mx.linalg.inv(mx.zeros((4, 4)), stream=s1)
+    slow = mx.sum(mx.matmul(big, big, stream=s1), stream=s1)  # s1 busy before it fails
+    poisoned = mx.add(mx.sum(bad, stream=s2), mx.ones(BIG, stream=s2), stream=s2)
+    more = mx.multiply(poisoned, 2, stream=s3)
+    fine = mx.exp(mx.ones(BIG, stream=s3), stream=s3)
+    mx.async_eval(slow, more, fine)
+    for arr in (more, poisoned, bad):
+        with pytest.raises(RuntimeError, match=r"\[linalg"):
+            mx.eval(arr)
+    assert slow.item() == BIG[0] ** 3
+    assert float(fine[0, 0].item()) == pytest.approx(np.e)
+    for s in (s1, s2, s3):
+        mx.synchronize(s)  # errors were reported by eval already; nothing hangs
+
+
+def test_other_thread_waits_for_work_scheduled_on_an_affine_stream():
+    s = mx.new_stream(mx.cpu)
+    x = mx.ones(BIG, stream=s)
+    for _ in range(4):
+        x = mx.multiply(mx.matmul(x, mx.ones(BIG, stream=s), stream=s), 1 / 256, stream=s)
+    mx.async_eval(x)  # scheduled by its owner: another thread may consume it
+    y = in_thread(lambda: float(mx.sum(x + 1).item()))
+    assert y == 2.0 * BIG[0] * BIG[1]
+
+
+def test_input_kept_alive_for_consumers_on_other_streams():
+    s = [mx.new_stream(mx.cpu) for _ in range(3)]
+    producer = mx.arange(BIG[0] * BIG[1], stream=s[0]).reshape(BIG)
+    consumers = [mx.multiply(producer, k, stream=s[k]) for k in (1, 2)]
+    mx.async_eval(consumers)
+    del producer
+    import gc
+    gc.collect()
+    want = np.arange(BIG[0] * BIG[1]).reshape(BIG)
+    for k, c in zip((1, 2), consumers):
+        np.testing.assert_array_equal(np.array(c), want * k)
+
+
+def test_synchronize_stream_parked_on_another_stream():
+    gate = threading.Event()
+
+    def slow(xp, a):
+        gate.wait(20)
+        return a + 1
+    prim = b.make("slow", slow)
+    s1, s2 = mx.new_thread_unsafe_stream(mx.cpu), mx.new_stream(mx.cpu)
+    a = mx.ones(BIG, stream=s1)
+    p = b.node(prim, (a,), a.shape, a.dtype, b.NO_PARAMS, s1._state)
+    c = mx.multiply(p, 3, stream=s2)
+    mx.async_eval(c)
+    threading.Timer(0.2, gate.set).start()
+    mx.synchronize(s2)
+    assert c._stream.completed >= c._seq
+    assert float(c[0, 0].item()) == 6.0
