@@ -355,7 +355,7 @@ def test_random_numbers_match_the_cpu():
         np.testing.assert_allclose(g, c, rtol=1e-6, atol=1e-7)
 
 
-# -- several GPUs (issue 6) --------------------------------------------------------------------------
+# -- several GPUs (issue 6) ------------------------------------------------------------------
 requires_two = pytest.mark.skipif(mx.device_count(G) < 2, reason="needs two GPUs")
 
 
