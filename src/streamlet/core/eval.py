@@ -135,7 +135,7 @@ def _dispatch(outputs, blocking):
     if len(per_state) == 1 and blocking:
         work = None
     else:
-        work = {st: sum(n.size for n in nodes) for st, nodes in per_state.items()}
+        work = {st: _work(st, nodes) for st, nodes in per_state.items()}
         here = _runs_here(order, work, blocking)
     started = _enqueue(per_state)
     if len(started) == len(per_state):
@@ -152,6 +152,12 @@ def _dispatch(outputs, blocking):
     else:
         for st in started:
             POOL.submit(st)
+
+
+def _work(st, nodes):
+    """Elements a stream's batch computes on this host; GPU launches are asynchronous, so
+    one thread issues every GPU stream's work and the device still overlaps them."""
+    return 0 if st.stream.device.type.value else sum(n.size for n in nodes)
 
 
 def _runs_here(order, work, blocking):
