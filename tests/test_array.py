@@ -107,7 +107,13 @@ REPRS = [lambda m: m.array([1.5, 2, 3]), lambda m: m.array([[1, 2], [3, 4]]),
          lambda m: m.array([1.5, 2], m.bfloat16), lambda m: m.array([1 + 2j, 3 - 1j]),
          lambda m: m.array([0.1, 1e-5, 12345678.0]), lambda m: m.array([], m.int32),
          lambda m: m.zeros((12, 12)), lambda m: m.ones((2, 1, 3), m.uint8),
-         lambda m: m.array(-7, m.int64), lambda m: m.array(True)]
+         lambda m: m.array(-7, m.int64), lambda m: m.array(True),
+         lambda m: m.array([float("nan"), float("inf"), -float("inf"), -0.0]),
+         lambda m: m.array([1e20, 1e-20, 3.0]), lambda m: m.array([2 ** 62, -5], m.int64),
+         lambda m: m.array(np.array([2 ** 64 - 1], np.uint64)),
+         lambda m: m.array([1 / 3, 2 / 3], m.float16), lambda m: m.array([1 / 3], m.float64),
+         lambda m: m.arange(24).reshape(2, 3, 4), lambda m: m.arange(1000).reshape(10, 100),
+         lambda m: m.zeros((0, 2, 3), m.int8), lambda m: m.array([1e7, 1e8])]
 
 
 @pytest.mark.parametrize("make", REPRS)

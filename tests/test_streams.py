@@ -395,3 +395,14 @@ def test_stream_of_finished_thread_stays_foreign():
     x = in_thread(lambda: mx.arange(3, stream=mx.new_stream(mx.cpu)) * 2)  # never evaluated
     with pytest.raises(RuntimeError, match="There is no Stream"):
         x.tolist()
+
+
+@pytest.mark.parametrize("target", ["stream", "device"])
+def test_set_default_stream_inside_context_is_undone_on_exit(mlx, target):
+    for m in (mx, mlx):
+        before = m.default_stream(m.cpu)
+        inner = m.new_stream(m.cpu)
+        with m.stream(m.new_stream(m.cpu) if target == "stream" else m.cpu):
+            m.set_default_stream(inner)
+            assert m.default_stream(m.cpu) == inner
+        assert m.default_stream(m.cpu) == before, m.__name__

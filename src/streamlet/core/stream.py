@@ -255,7 +255,8 @@ class StreamContext:
         else:
             stream_ = _concrete(s, "stream")
             dev = stream_.device
-        self._saved.append((_local.device, dict(_local.overrides)))
+        self._saved.append((_local.device, dict(_local.overrides), dev,
+                            _local.defaults.get(dev)))
         _local.device = dev
         if stream_ is not None:
             _local.overrides[dev] = stream_
@@ -263,7 +264,9 @@ class StreamContext:
         return self
 
     def __exit__(self, *exc):
-        _local.device, _local.overrides = self._saved.pop()
+        _local.device, _local.overrides, dev, default = self._saved.pop()
+        if default is not None:  # undo a set_default_stream made inside, as MLX does
+            _local.defaults[dev] = default
         _local.current = None
         return False
 
