@@ -26,3 +26,8 @@ def gpu_available():
 
 
 requires_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA GPU here")
+
+
+# The suite states the CPU's behaviour unless a test names a GPU stream; on a GPU machine
+# the default device would otherwise be the GPU (DESIGN §1).
+mx.set_default_device(mx.cpu)
