@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -26,6 +29,13 @@ def gpu_available():
 
 
 requires_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA GPU here")
+
+
+def fresh_default_device() -> str:
+    """repr of the default device a new process starts with (the suite sets the CPU)."""
+    code = "import streamlet.core as mx; print(repr(mx.default_device()))"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120).stdout.strip()
 
 
 # The suite states the CPU's behaviour unless a test names a GPU stream; on a GPU machine

@@ -2,7 +2,7 @@
 import pytest
 
 import streamlet.core as mx
-from conftest import gpu_available
+from conftest import fresh_default_device, gpu_available
 
 no_gpu = pytest.mark.skipif(gpu_available(), reason="a GPU is present")
 
@@ -44,8 +44,8 @@ def test_device_rejects_non_type():
 
 
 def test_default_device_matches_availability():
-    want = mx.gpu if gpu_available() else mx.cpu
-    assert mx.default_device() == want
+    want = "Device(gpu, 0)" if gpu_available() else "Device(cpu, 0)"
+    assert fresh_default_device() == want
     assert isinstance(mx.default_device(), mx.Device)
 
 
