@@ -398,11 +398,11 @@ def test_stream_of_finished_thread_stays_foreign():
 
 
 @pytest.mark.parametrize("target", ["stream", "device"])
-def test_set_default_stream_inside_context_is_undone_on_exit(mlx, target):
-    for m in (mx, mlx):
-        before = m.default_stream(m.cpu)
-        inner = m.new_stream(m.cpu)
-        with m.stream(m.new_stream(m.cpu) if target == "stream" else m.cpu):
-            m.set_default_stream(inner)
-            assert m.default_stream(m.cpu) == inner
-        assert m.default_stream(m.cpu) == before, m.__name__
+def test_set_default_stream_inside_context_is_undone_on_exit(target):
+    # as in MLX 0.32.4 (checked by hand: making MLX streams here can hang MLX's later evals)
+    before = mx.default_stream(mx.cpu)
+    inner = mx.new_stream(mx.cpu)
+    with mx.stream(mx.new_stream(mx.cpu) if target == "stream" else mx.cpu):
+        mx.set_default_stream(inner)
+        assert mx.default_stream(mx.cpu) == inner
+    assert mx.default_stream(mx.cpu) == before
