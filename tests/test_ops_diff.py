@@ -174,8 +174,6 @@ def test_creation_errors():
         mx.zeros(None)
 
 
-@pytest.mark.xfail(strict=True, reason="ops/build.py check_shape converts with int(): "
-                   "a str shape raises ValueError from int() and floats are truncated")
 @pytest.mark.parametrize("shape", ["ab", (2.5,), ("2",)])
 def test_shape_of_wrong_type_is_type_error(shape):
     with pytest.raises(TypeError):
@@ -358,15 +356,16 @@ def test_reductions(data, name, shape, dtype, keepdims, seed):
     axis = data.draw(axes(len(shape)))
     x = sample(seed, shape, dtype, low=-2, high=3)
     ref = REDUCE[name]
-    if name in ("sum", "prod") and dtype in ("float16", "bfloat16"):
+    half = dtype in ("float16", "bfloat16")
+    if name in ("sum", "prod") and half and x.size:
         ref = None  # accumulated in the half type
-    if name in ("var", "std") and dtype in ("float16", "bfloat16"):
+    if name in ("var", "std") and half:
         ref = None
-    # MLX refuses logsumexp of any empty array (we give NumPy's -inf), its logsumexp of
-    # some bool arrays is wrong (of [[[False, False]], [[False, True]]]: 3.21, not 1.74),
-    # and its `all` of an empty bool array is False
-    quirk = (name == "logsumexp" and (x.size == 0 or dtype == "bool_")) or \
-        (name == "all" and x.size == 0)
+    # MLX 0.32.4 cannot be asked about empty arrays: reducing one made from a NumPy array
+    # at times hangs (sum over axis 0 of an empty int32 or bfloat16 vector) or returns
+    # whatever the output buffer held; NumPy is the reference there. Its logsumexp of some
+    # bool arrays is wrong too (of [[[False, False]], [[False, True]]]: 3.21, not 1.74).
+    quirk = x.size == 0 or (name == "logsumexp" and dtype == "bool_")
     check(lambda m: lambda a: getattr(m, name)(a, axis=axis, keepdims=keepdims), (x,),
           ref=None if ref is None else (lambda a: ref(a, axis=axis, keepdims=keepdims)),
           oracle=not quirk)

@@ -104,20 +104,20 @@ class array:
     def __buffer__(self, flags):
         return memoryview(self.__array__())
 
-    def __dlpack__(self, **kwargs):
+    def _exported(self):
+        """The evaluated buffer as the backend hands it to DLPack consumers."""
         self._wait()
         if self._error is not None:
             self._raise()
-        data = self._data
-        if self._stream is not None:
-            data = self._stream.backend.for_export(data, self._stream)
-        return data.__dlpack__(**kwargs)
+        if self._stream is None:
+            return self._data
+        return self._stream.backend.for_export(self._data, self._stream)
+
+    def __dlpack__(self, **kwargs):
+        return self._exported().__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
-        self._wait()
-        if self._error is not None:
-            self._raise()
-        return self._data.__dlpack_device__()
+        return self._exported().__dlpack_device__()
 
     # -- Python protocols ---------------------------------------------------------
     def __repr__(self):

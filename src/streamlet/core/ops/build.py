@@ -121,14 +121,14 @@ def broadcast_shapes(*shapes, op: str = "broadcast_shapes") -> tuple:
 
 
 def check_shape(shape, op: str) -> tuple:
-    """A shape as a tuple of ints; negative sizes raise ValueError."""
+    """A shape as a tuple of ints; other entries raise TypeError, negative sizes ValueError."""
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
-    try:
-        shape = tuple(int(n) for n in shape)
-    except TypeError:
-        raise TypeError(f"[{op}] Expected a shape (int or sequence of ints), got {shape!r}.") \
-            from None
+    if not isinstance(shape, (str, bytes)) and hasattr(shape, "__iter__"):
+        shape = tuple(shape)
+    if not isinstance(shape, tuple) or not all(isinstance(n, (int, np.integer)) for n in shape):
+        raise TypeError(f"[{op}] Expected a shape (int or sequence of ints), got {shape!r}.")
+    shape = tuple(int(n) for n in shape)
     if any(n < 0 for n in shape):
         raise ValueError(f"[{op}] Negative dimensions not allowed in shape {shape}.")
     return shape
