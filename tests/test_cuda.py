@@ -44,7 +44,7 @@ def test_gpu_is_the_default_device_and_described():
 
 
 def test_gpu_arrays_are_cupy_arrays_inside():
-    a = mx.arange(10, stream=G) * 2
+    a = mx.multiply(mx.arange(10, stream=G), 2, stream=G)
     mx.eval(a)
     assert a.tolist() == list(range(0, 20, 2))
     assert np.array_equal(cp.asnumpy(cp.from_dlpack(a)), np.arange(0, 20, 2))

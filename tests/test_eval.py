@@ -1,5 +1,6 @@
 """Lazy evaluation (DESIGN §4): nothing runs before eval, trees, node release, flat memory."""
 import gc
+import importlib
 import os
 import time
 import weakref
@@ -163,3 +164,35 @@ def test_many_small_graphs_hold_flat_memory():
     assert n >= 20_000
     assert len(gc.get_objects()) - objects < 500
     assert _rss_bytes() - rss < 8 * 2 ** 20, (n, _rss_bytes() - rss)
+
+
+def test_chains_sharing_a_stream_alternate_on_it():
+    """Two chains with their heavy ops on streams of their own and a light op each on a
+    shared stream: the shared stream gets A1 B1 A2 B2 ..., not all of A before B, so
+    neither chain queues behind the other (stream_bench's two_stream workload)."""
+    ev = importlib.import_module("streamlet.core.eval")
+    s1, s2, shared = mx.new_stream(mx.cpu), mx.new_stream(mx.cpu), mx.new_stream(mx.cpu)
+
+    def chain(v, s):
+        steps = []
+        for _ in range(4):
+            v = mx.multiply(mx.exp(mx.sin(v, stream=s), stream=s), 0.5, stream=shared)
+            steps.append(v)
+        return steps
+
+    x, y = mx.ones((8,)), mx.full((8,), 2.0)
+    a, b = chain(x, s1), chain(y, s2)
+    label = {id(n): "A" for n in a} | {id(n): "B" for n in b}
+    order = ev._order([a[-1], b[-1]])
+    try:
+        on_shared = ev._group(order)[b[0]._stream]
+        assert [label[id(n)] for n in on_shared] == ["A", "B"] * 4
+    finally:
+        for n in order:
+            n._seq = 0
+    mx.eval(a[-1], b[-1])
+    want = [np.ones(8, np.float32), np.full(8, 2.0, np.float32)]
+    for _ in range(4):
+        want = [(np.exp(np.sin(w)) * 0.5).astype(np.float32) for w in want]
+    np.testing.assert_allclose(np.array(a[-1]), want[0], rtol=1e-6)
+    np.testing.assert_allclose(np.array(b[-1]), want[1], rtol=1e-6)

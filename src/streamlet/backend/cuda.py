@@ -328,7 +328,7 @@ def _host_to_device(a, inp, h):
         dev.set(pinned, stream=h.stream)
         _retain(h, [pinned])  # the pinned pool must not hand it out before the copy ran
     else:
-        dev.set(np.ascontiguousarray(src), stream=h.stream)
+        dev.set(np.require(src, requirements="C"), stream=h.stream)  # keeps 0-d as 0-d
     out = BF16(dev) if bf16 else dev
     if inp._stream is None:
         with _host_lock:

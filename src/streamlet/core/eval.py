@@ -51,6 +51,25 @@ def _order(outputs):
     return found
 
 
+def _interleave(order):
+    """`order` by depth in the graph, then by birth.
+
+    Two chains that share a stream but otherwise run on streams of their own then
+    alternate on the shared one, instead of the second queueing behind all of the first.
+    """
+    depth = {}
+    get = depth.get
+    for n in order:
+        d = 0
+        for c in n._inputs:
+            dc = get(id(c))
+            if dc is not None and dc >= d:
+                d = dc + 1
+        depth[id(n)] = d
+    order.sort(key=lambda n: depth[id(n)])
+    return order
+
+
 def _group(order):
     """Nodes by stream, in graph order; checks each stream may be used from this thread."""
     first = order[0]._stream
@@ -58,7 +77,7 @@ def _group(order):
     for n in order:
         if n._stream is not first:
             per_state = {}
-            for m in order:
+            for m in _interleave(order):
                 per_state.setdefault(m._stream, []).append(m)
             break
     for st in per_state:
