@@ -6,12 +6,10 @@ is reported with ratios to NumPy and to mlx.
 """
 from __future__ import annotations
 
-import statistics
-import time
-
 import numpy as np
 
 import streamlet.core as sl
+from timing import compare_ops
 
 try:
     import mlx.core as mlx
@@ -52,31 +50,8 @@ CASES = {
 }
 
 
-def _median_time(fn, reps=5):
-    fn()  # warm up
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def _lazy(M, fn):
-    inputs = [M.array(x) for x in (Z, SIG, IMG, M512, AUDIO)]
-    M.eval(*inputs)
-    return lambda: M.eval(fn(M, *inputs))
-
-
 def main():
-    print(f"{'op':32} {'numpy ms':>9} {'streamlet ms':>13} {'mlx ms':>8} "
-          f"{'sl/np':>6} {'sl/mlx':>7}")
-    for name, (np_fn, fn) in CASES.items():
-        t_np = _median_time(np_fn)
-        t_sl = _median_time(_lazy(sl, fn))
-        t_mx = _median_time(_lazy(mlx, fn)) if mlx is not None else float("nan")
-        print(f"{name:32} {t_np * 1e3:9.2f} {t_sl * 1e3:13.2f} {t_mx * 1e3:8.2f} "
-              f"{t_sl / t_np:6.2f} {t_sl / t_mx:7.2f}")
+    compare_ops(CASES, (Z, SIG, IMG, M512, AUDIO), {"streamlet": sl, "mlx": mlx})
 
 
 if __name__ == "__main__":

@@ -7,23 +7,12 @@ Prints the time of each draw of 2^N float32 values and streamlet's throughput ra
 """
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 
 import mlx.core as mlx_core
 
 import streamlet.core as mx
-
-
-def median_time(fn, evaluate, repeat=5):
-    evaluate(fn())  # warm up (numba compiles, pools start)
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        evaluate(fn())
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+from timing import median_time
 
 
 def main(log2n=24):
@@ -38,8 +27,8 @@ def main(log2n=24):
     print(f"2^{log2n} float32 values, median of 5")
     print(f"{'op':<14}{'streamlet ms':>14}{'mlx ms':>10}{'ratio':>8}")
     for name, case in cases.items():
-        ours = median_time(lambda: case(mx), mx.eval)
-        theirs = median_time(lambda: case(mlx_core), mlx_core.eval)
+        ours = median_time(lambda: mx.eval(case(mx)))
+        theirs = median_time(lambda: mlx_core.eval(case(mlx_core)))
         print(f"{name:<14}{ours * 1e3:>14.1f}{theirs * 1e3:>10.1f}{theirs / ours:>8.2f}")
 
 

@@ -13,10 +13,10 @@ import argparse
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+from timing import median_time
 
 HERE = Path(__file__).resolve().parent
 LOWER_IS_BETTER = ("_us",)
@@ -31,20 +31,12 @@ def run_bench(module, device, only):
 
 
 def numpy_floor():
-    def median(f, reps=5):
-        f()
-        ts = []
-        for _ in range(reps):
-            t = time.perf_counter()
-            f()
-            ts.append(time.perf_counter() - t)
-        return statistics.median(ts)
     rng = np.random.default_rng(0)
     n = 1 << 24
     a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
     m = rng.standard_normal((1024, 1024), dtype=np.float32)
-    return {"add_GBps": 12 * n / median(lambda: a + b) / 1e9,
-            "matmul_gflops": 2 * 1024**3 / median(lambda: m @ m) / 1e9}
+    return {"add_GBps": 12 * n / median_time(lambda: a + b) / 1e9,
+            "matmul_gflops": 2 * 1024**3 / median_time(lambda: m @ m) / 1e9}
 
 
 def main():
