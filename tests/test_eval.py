@@ -183,7 +183,7 @@ def test_chains_sharing_a_stream_alternate_on_it():
     x, y = mx.ones((8,)), mx.full((8,), 2.0)
     a, b = chain(x, s1), chain(y, s2)
     label = {id(n): "A" for n in a} | {id(n): "B" for n in b}
-    order = ev._order([a[-1], b[-1]])
+    order, _ = ev._order([a[-1], b[-1]])
     try:
         on_shared = ev._group(order)[b[0]._stream]
         assert [label[id(n)] for n in on_shared] == ["A", "B"] * 4

@@ -12,7 +12,8 @@ xp = np
 
 
 def execute(node, args):
-    out = node._prim.kernel(np, *args, **node._params)
+    params = node._params
+    out = node._prim.kernel(np, *args, **params) if params else node._prim.kernel(np, *args)
     # NumPy gives scalars for full reductions and scalar indexing; arrays are ndarrays
     return out if type(out) is np.ndarray else np.asarray(out)
 

@@ -27,7 +27,8 @@ def _flatten(args, out):
 
 
 def _order(outputs):
-    """Unscheduled nodes reachable from `outputs`, producers first.
+    """Unscheduled nodes reachable from `outputs`, producers first, and whether any of
+    them reads a node that an earlier eval scheduled and that has not run yet.
 
     Nodes are numbered as they are built and an input is always built before
     its consumer, so sorting by that number is a topological order.  A found
@@ -35,6 +36,7 @@ def _order(outputs):
     """
     found = []
     stack = []
+    pending = False
     for o in outputs:
         if o._prim is not None and not o._seq:
             o._seq = -1
@@ -43,12 +45,15 @@ def _order(outputs):
         n = stack.pop()
         found.append(n)
         for c in n._inputs:
-            if c._prim is not None and not c._seq:
-                c._seq = -1
-                stack.append(c)
+            if c._prim is not None:
+                if not c._seq:
+                    c._seq = -1
+                    stack.append(c)
+                elif c._seq > 0:
+                    pending = True
     if len(found) > 1:
         found.sort(key=_birth)
-    return found
+    return found, pending
 
 
 def _interleave(order):
@@ -97,10 +102,14 @@ def _waits(st, nodes, numbers):
     return waits
 
 
-def _enqueue(per_state):
-    """Number the nodes, make one Batch per stream and queue it; return the streams started."""
+def _enqueue(per_state, pending):
+    """Number the nodes, make one Batch per stream and queue it; return the streams started.
+
+    One stream's nodes wait only for producers of earlier evals, and only if `pending`.
+    """
     producers = {}
-    plans = [(st, nodes, _waits(st, nodes, producers)) for st, nodes in per_state.items()]
+    plans = [(st, nodes, _waits(st, nodes, producers) if pending or len(per_state) > 1 else {})
+             for st, nodes in per_state.items()]
     started = []
     with _enqueue_lock:
         for st, nodes, waits in plans:
@@ -142,7 +151,7 @@ def _run_here(order, per_state):
 
 
 def _dispatch(outputs, blocking):
-    order = _order(outputs)
+    order, pending = _order(outputs)
     if not order:
         return
     try:
@@ -155,8 +164,8 @@ def _dispatch(outputs, blocking):
         work = None
     else:
         work = {st: _work(st, nodes) for st, nodes in per_state.items()}
-        here = _runs_here(order, work, blocking)
-    started = _enqueue(per_state)
+        here = _runs_here(work, blocking, pending)
+    started = _enqueue(per_state, pending)
     if len(started) == len(per_state):
         if work is None or here:
             _run_here(order, per_state)
@@ -179,7 +188,7 @@ def _work(st, nodes):
     return 0 if st.stream.device.type.value else sum(n.size for n in nodes)
 
 
-def _runs_here(order, work, blocking):
+def _runs_here(work, blocking, pending):
     """Small work, or one large stream the caller would only wait for anyway.
 
     async_eval runs small work here only if nothing it needs is still running elsewhere.
@@ -189,7 +198,7 @@ def _runs_here(order, work, blocking):
         return big <= 1
     if big:
         return False
-    return not any(inp._prim is not None and inp._seq > 0 for n in order for inp in n._inputs)
+    return not pending
 
 
 def eval(*args) -> None:
