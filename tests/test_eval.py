@@ -196,3 +196,23 @@ def test_chains_sharing_a_stream_alternate_on_it():
         want = [(np.exp(np.sin(w)) * 0.5).astype(np.float32) for w in want]
     np.testing.assert_allclose(np.array(a[-1]), want[0], rtol=1e-6)
     np.testing.assert_allclose(np.array(b[-1]), want[1], rtol=1e-6)
+
+
+def test_work_on_one_stream_keeps_build_order_in_a_multi_stream_eval():
+    """Interleaving must not turn a running sum into all terms first (a buffer each)."""
+    ev = importlib.import_module("streamlet.core.eval")
+    s1, acc = mx.new_stream(mx.cpu), mx.new_stream(mx.cpu)
+    total = mx.zeros((8,), stream=acc)
+    built = [total]
+    for i in range(6):
+        term = mx.multiply(mx.exp(mx.full((8,), float(i), stream=s1), stream=s1), 2, stream=acc)
+        total = mx.add(total, term, stream=acc)
+        built += [term, total]
+    order, _ = ev._order([total])
+    try:
+        on_acc = ev._group(order)[total._stream]
+        assert [id(n) for n in on_acc] == [id(n) for n in built]
+    finally:
+        for n in order:
+            n._seq = 0
+    np.testing.assert_allclose(np.array(total), 2 * np.exp(np.arange(6.0)).sum(), rtol=1e-6)

@@ -57,21 +57,26 @@ def _order(outputs):
 
 
 def _interleave(order):
-    """`order` by depth in the graph, then by birth.
+    """`order` by how many stream changes lead to each node, then by birth.
 
     Two chains that share a stream but otherwise run on streams of their own then
-    alternate on the shared one, instead of the second queueing behind all of the first.
+    alternate on the shared one, instead of the second queueing behind all of the
+    first; work that stays on one stream keeps its build order (and its memory use).
     """
-    depth = {}
-    get = depth.get
+    stage = {}
+    get = stage.get
     for n in order:
         d = 0
+        st = n._stream
         for c in n._inputs:
             dc = get(id(c))
-            if dc is not None and dc >= d:
-                d = dc + 1
-        depth[id(n)] = d
-    order.sort(key=lambda n: depth[id(n)])
+            if dc is not None:
+                if c._stream is not st:
+                    dc += 1
+                if dc > d:
+                    d = dc
+        stage[id(n)] = d
+    order.sort(key=lambda n: stage[id(n)])
     return order
 
 
