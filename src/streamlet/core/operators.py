@@ -8,15 +8,22 @@ from .array import array
 def _binary(fn, reflected=False):
     if reflected:
         def method(self, other):
-            return fn(other, self) if _operand(other) else NotImplemented
+            if type(other) in _OPERANDS or _operand(other):
+                return fn(other, self)
+            return NotImplemented
     else:
         def method(self, other):
-            return fn(self, other) if _operand(other) else NotImplemented
+            if type(other) in _OPERANDS or _operand(other):
+                return fn(self, other)
+            return NotImplemented
     return method
 
 
+_OPERANDS = (array, float, int, complex, bool)
+
+
 def _operand(x):
-    return isinstance(x, (array, int, float, complex, bool)) or hasattr(x, "__array__")
+    return isinstance(x, _OPERANDS) or hasattr(x, "__array__")
 
 
 # `&` and `|` are bitwise as in MLX: on two bool arrays that is the logical op, and

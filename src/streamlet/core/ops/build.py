@@ -56,6 +56,9 @@ def promote_pair(a, b, op: str):
         if type(b) is array:
             da, db = a._dtype, b._dtype
             return a, b, da if da is db else dt.promote_types(da, db)
+        if type(b) is float and a._dtype.kind in "fc":  # the common `x * 0.5`
+            d = a._dtype
+            return a, scalar(b, d), d
         if is_scalar(b):
             d = _weak(a._dtype, b, op)
             return a, scalar(b, d), d
