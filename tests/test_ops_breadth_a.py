@@ -455,3 +455,36 @@ def test_along_axis_match_numpy(a, data):
     np.put_along_axis(want, idx, 99, axis)
     got = mx.put_along_axis(mx.array(a), mx.array(idx), mx.array(99, mx.int32), axis)
     np.testing.assert_array_equal(got, want)
+
+
+HADAMARD_SIZES = st.sampled_from([1, 2, 4, 64]).flatmap(
+    lambda p: st.sampled_from([p, 12 * p, 20 * p, 28 * p]))
+
+
+@settings(max_examples=30, deadline=None)
+@given(HADAMARD_SIZES, st.lists(st.integers(1, 3), max_size=2),
+       st.sampled_from(["float32", "float16", "int32"]), st.sampled_from([None, 0.25]),
+       st.integers(0, 2**32 - 1))
+def test_hadamard_sizes_m_times_power_of_two(n, lead, dtype, scale, seed):
+    """Every n = m * 2^k (m in 1, 12, 20, 28): orthogonal with the default scale, and the
+    same values and dtype as MLX where it is installed."""
+    from conftest import mlx_core
+    x = (np.random.default_rng(seed).standard_normal(tuple(lead) + (n,)) * 4).astype(dtype)
+    got = mx.hadamard_transform(mx.array(x), scale=scale)
+    wide = np.array(got.astype(mx.float32), dtype=np.float64)
+    if scale is None:
+        np.testing.assert_allclose(np.linalg.norm(wide, axis=-1),
+                                   np.linalg.norm(x.astype(np.float64), axis=-1),
+                                   rtol=2e-3 if dtype == "float16" else 1e-5)
+    if mlx_core is not None:
+        want = mlx_core.hadamard_transform(mlx_core.array(x), scale=scale)
+        assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+        np.testing.assert_allclose(
+            wide, np.array(want.astype(mlx_core.float32)), rtol=2e-3 if dtype == "float16"
+            else 1e-5, atol=(1e-2 if dtype == "float16" else 1e-4) * np.sqrt(n))
+
+
+@pytest.mark.parametrize("n", [3, 6, 36, 72, 0])
+def test_hadamard_other_sizes_raise_when_built(n):
+    with pytest.raises(ValueError, match="hadamard_transform"):
+        mx.hadamard_transform(mx.ones((2, n)))

@@ -326,16 +326,48 @@ def convolve(a, v, /, mode="full", *, stream=None):
                   b.resolve(stream))
 
 
+# Hadamard matrices of orders 12, 20 and 28, from N. J. A. Sloane's library of Hadamard
+# matrices in the form MLX uses, so that results match it: bit j of row i is set where
+# the entry is -1.  The transform of a row vector x of size m * 2^k is x @ kron(H_m, H_2^k).
+_HADAMARD_ROWS = {
+    12: (0x2, 0xaab, 0x3c8, 0x96e, 0xf20, 0x5ba, 0xc8c, 0x6e6, 0x23c, 0xb96, 0x8f0, 0xe5a),
+    20: (0x6cc3e, 0xd1c5d, 0xab89b, 0x5f117, 0xb660f, 0x9cbde, 0x397bd, 0x72b7b, 0xe52f7,
+         0xca5ef, 0xf79ac, 0xef758, 0xdeeb1, 0xbdd63, 0x7bec6, 0xf0592, 0xe8b05, 0xd922a,
+         0xba074, 0x7c0c9),
+    28: (0x32961fe, 0x65283fd, 0xc85477b, 0x92a8e77, 0x2751c6f, 0x4ca785f, 0x994b0bf,
+         0x4b9bf3c, 0x9537ef8, 0x2a6fdf1, 0x54dbbe3, 0xa9b37c7, 0x5366f8f, 0xa4cdf9e,
+         0x79f8cda, 0xf1f5935, 0xe3ef26a, 0xc7de4d5, 0x8fbc9ab, 0x1f7d356, 0x3cfe62d,
+         0xfd0ed66, 0xfa1dacd, 0xf63b51b, 0xee72ab6, 0xdee15ec, 0xbfc2b59, 0x7f856b3),
+}
+
+
+def _hadamard_matrix(m):
+    bits = np.array(_HADAMARD_ROWS[m], dtype=np.int64)[:, None] >> np.arange(m) & 1
+    return (1 - 2 * bits).astype(np.float32)
+
+
+def _hadamard_split(n):
+    """(m, 2^k) with n = m * 2^k and m in 1, 12, 20, 28; None if there is none."""
+    for m in (1, 12, 20, 28):
+        p = n // m
+        if n % m == 0 and p & (p - 1) == 0:
+            return m, p
+    return None
+
+
 def _hadamard(xp, a, scale, dtype):
-    x = a.astype("float32")
+    x = a.astype("float32").reshape(a.shape or (1,))
     n = x.shape[-1]
-    lead = x.shape[:-1]
+    m, p = _hadamard_split(n)
+    lead = x.shape[:-1] + (m,)
     h = 1
-    while h < n:  # log2(n) butterfly passes over the whole array
-        x = x.reshape(lead + (n // (2 * h), 2, h))
+    while h < p:  # log2(p) butterfly passes over the whole array
+        x = x.reshape(lead + (p // (2 * h), 2, h))
         top, bottom = x[..., 0, :], x[..., 1, :]
         x = xp.stack([top + bottom, top - bottom], axis=-2)
         h *= 2
+    if m > 1:  # then H_m^T along the axis of size m
+        x = xp.einsum("ia,...ib->...ab", xp.asarray(_hadamard_matrix(m)), x.reshape(lead + (p,)))
     return (x.reshape(a.shape) * np.float32(scale)).astype(dtype)
 
 
@@ -343,13 +375,15 @@ _HADAMARD = b.make("hadamard_transform", _hadamard)
 
 
 def hadamard_transform(a, scale=None, stream=None):
-    """The Walsh-Hadamard transform along the last axis (a power-of-two size), times
-    `scale` (default 1/sqrt(n))."""
+    """The Hadamard transform along the last axis, of size m * 2^k with m in 1, 12, 20,
+    28, times `scale` (default 1/sqrt(n))."""
     a = b.as_array(a, "hadamard_transform")
     n = a._shape[-1] if a.ndim else 1
-    if n & (n - 1):
-        raise ValueError(f"[hadamard_transform] Only power-of-two sizes are supported here, "
-                         f"got {n}.")
+    if a.size == 0:
+        raise ValueError("[hadamard_transform] Does not support empty arrays.")
+    if _hadamard_split(n) is None:
+        raise ValueError(f"[hadamard_transform] Only supports n = m*2^k where m in "
+                         f"(1, 12, 20, 28), got n = {n}.")
     d = a._dtype if a._dtype.kind == "f" else dt.float32
     scale = 1 / math.sqrt(n) if scale is None else float(scale)
     return b.node(_HADAMARD, (a,), a._shape, d, {"scale": scale, "dtype": d.np},
