@@ -60,6 +60,30 @@ SCRIPTS = {
             t.join()
         print("done")
     """,
+    "workers_started_during_shutdown": """
+        # a wide pool (as on a many-core machine) keeps starting workers while the work
+        # queued at exit wakes parked streams; none may still run when the interpreter
+        # finalizes (that crashed or hung on a 16-core machine)
+        import atexit, os, sys
+        from streamlet.core import scheduler
+        scheduler.POOL.size = 64
+        def check():
+            alive = [t for t in threading.enumerate() if t.name == "streamlet-worker"]
+            if alive:
+                sys.stderr.write(f"{len(alive)} workers alive after shutdown")
+                sys.stderr.flush()
+                os._exit(3)
+        atexit.register(check)
+        streams = [mx.new_stream(mx.cpu) for _ in range(12)]
+        outs = []
+        for k in range(4):
+            x = mx.ones((256, 256), stream=streams[0])
+            for s in streams:
+                x = mx.matmul(x, mx.ones((256, 256), stream=s), stream=s) * (1.0 / 256)
+            outs.append(x)
+        mx.async_eval(outs)
+        print("done")
+    """,
     "many_streams_no_clear": """
         streams = [mx.new_stream(mx.cpu) for _ in range(2000)]
         mx.async_eval([mx.ones((4,), stream=s) + 1 for s in streams])

@@ -40,3 +40,24 @@ def test_single_stream_chain_frees_as_it_goes():
         y = mx.exp(y * 0.5)
     mx.eval(y)
     assert mx.get_peak_memory() <= 3 * 4 * MIB
+
+
+def test_a_buffer_freed_inside_track_does_not_deadlock():
+    """The collector can free a watched buffer while `track` holds the account's lock
+    (any allocation there can start it); the weak reference's callback then takes the
+    same lock on the same thread."""
+    import threading
+
+    from streamlet.core.memory import Account
+    acc = Account()
+    buf = np.ones(1 << 15)
+    acc.track(buf)
+
+    def free_inside():
+        with acc._lock:
+            acc._release(id(buf))  # what that callback does
+    t = threading.Thread(target=free_inside, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "the account's lock is not re-entrant"
+    assert acc.active == 0

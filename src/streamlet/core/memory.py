@@ -23,7 +23,9 @@ class Account:
     """Live buffers and the peak of their total; the library keeps one (`ACCOUNT`)."""
 
     def __init__(self):
-        self._lock = threading.Lock()  # guards _live, active, peak
+        # guards _live, active, peak; re-entrant because a weak reference's callback
+        # (_release) runs wherever the garbage collector frees a buffer, `track` included
+        self._lock = threading.RLock()
         self._live: dict = {}  # id(buffer) -> (weak reference, size in bytes)
         self.active = 0
         self.peak = 0

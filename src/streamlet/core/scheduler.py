@@ -214,7 +214,10 @@ class _Pool:
         with self.lock:
             self.jobs.append(state)
             self.cond.notify()
-            if len(self.jobs) > self.idle and len(self.threads) < self.size:
+            # once stopping, workers leave instead of waiting: work submitted then gets one
+            if len(self.jobs) > self.idle and (self.stopping or len(self.threads) < self.size):
+                if self.stopping:
+                    self.threads = [t for t in self.threads if t.is_alive()]
                 t = threading.Thread(target=self._work, name="streamlet-worker", daemon=True)
                 self.threads.append(t)
                 t.start()
@@ -232,13 +235,21 @@ class _Pool:
             drain(state)
 
     def shutdown(self):
-        """Let queued work finish, then stop the workers (called at interpreter exit)."""
+        """Let queued work finish, then stop the workers (called at interpreter exit).
+
+        Work finishing during shutdown can wake parked streams and so start workers;
+        they are joined too, so no worker runs a kernel while the interpreter finalizes.
+        """
         with self.lock:
             self.stopping = True
             self.cond.notify_all()
-            threads = list(self.threads)
-        for t in threads:
-            t.join()
+        while True:
+            with self.lock:
+                alive = [t for t in self.threads if t.is_alive()]
+            if not alive:
+                return
+            for t in alive:
+                t.join()
 
 
 POOL = _Pool(max(4, os.cpu_count() or 1))
