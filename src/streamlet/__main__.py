@@ -13,7 +13,7 @@ import streamlet.core as mx
 def workload(x, steps, s):
     """A chain of elementwise ops, every one of them on stream `s`."""
     for _ in range(steps):
-        x = mx.exp(mx.sin(x, stream=s), stream=s) * 0.5
+        x = mx.multiply(mx.exp(mx.sin(x, stream=s), stream=s), 0.5, stream=s)
     return x
 
 
