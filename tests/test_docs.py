@@ -87,3 +87,19 @@ def test_foundation_names_exist_and_are_documented(name):
 @pytest.mark.parametrize("name", ["inv", "solve"])
 def test_linalg_documented(name):
     assert (getattr(mx.linalg, name).__doc__ or "").strip()
+
+
+def test_readme_example_runs_where_it_says(capsys):
+    import pathlib
+    import re
+    readme = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+    code = re.search(r"```python\n(.*?)```", readme.read_text(), re.S).group(1)
+    ns = {}
+    exec(code, ns)
+    printed = capsys.readouterr().out.strip()
+    assert printed == re.search(r"print\(.*\)\s+# (.*)", code).group(1)
+    s1, s2 = ns["s1"], ns["s2"]
+    assert ns["b"]._stream.stream == s1
+    assert ns["c"]._stream.stream == s2 and ns["d"]._stream.stream == s2
+    a = np.array(ns["a"])
+    np.testing.assert_allclose(np.array(ns["d"]), np.sin(a) * 2 + np.exp(a) + 1, rtol=1e-6)
