@@ -1,10 +1,18 @@
+import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 import streamlet.core as mx
+
+# CI draws the same examples on every run, so a red run means a changed program, not a
+# new draw; HYPOTHESIS_PROFILE=explore draws new ones (run it before landing an op)
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 try:
     import mlx.core as mlx_core

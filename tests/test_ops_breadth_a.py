@@ -488,3 +488,29 @@ def test_hadamard_sizes_m_times_power_of_two(n, lead, dtype, scale, seed):
 def test_hadamard_other_sizes_raise_when_built(n):
     with pytest.raises(ValueError, match="hadamard_transform"):
         mx.hadamard_transform(mx.ones((2, n)))
+
+
+NO_OP_CALLS = {
+    "astype": lambda a: mx.astype(a, mx.float32), "asarray": lambda a: mx.asarray(a),
+    "reshape": lambda a: mx.reshape(a, (2, 3)), "broadcast_to": lambda a: mx.broadcast_to(a, (2, 3)),
+    "view": lambda a: mx.view(a, mx.float32), "squeeze": lambda a: mx.squeeze(a),
+    "expand_dims": lambda a: mx.expand_dims(a, ()), "atleast_2d": lambda a: mx.atleast_2d(a),
+    "diff0": lambda a: mx.diff(a, 0), "pos": lambda a: +a, "copy": lambda a: __import__("copy").copy(a),
+    "broadcast_arrays": lambda a: mx.broadcast_arrays(a)[0],
+    "unflatten": lambda a: mx.unflatten(a, 1, (3,)), "method_reshape": lambda a: a.reshape(2, 3),
+    "nan_to_num_int": lambda a: mx.nan_to_num(mx.astype(a, mx.int32)),
+    "hadamard_1": lambda a: mx.hadamard_transform(mx.reshape(a, (6, 1))),
+}
+
+
+@pytest.mark.parametrize("pending", [False, True])
+@pytest.mark.parametrize("name", sorted(NO_OP_CALLS))
+def test_ops_that_change_nothing_return_a_new_array(name, pending):
+    """As in MLX: assigning into the result leaves the input alone."""
+    a = mx.ones((2, 3))
+    if pending:
+        a = a * 1.0
+    r = NO_OP_CALLS[name](a)
+    r[0] = 7
+    assert a.tolist() == [[1.0] * 3] * 2
+    assert np.array(r).ravel()[0] == 7

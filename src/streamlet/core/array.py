@@ -8,7 +8,9 @@ import numbers
 import numpy as np
 
 from . import dtypes as dt
+from .graph import Primitive
 from .scheduler import StreamError
+from .stream import resolve
 
 
 class array:
@@ -161,7 +163,7 @@ class array:
         array.__init__(self, state["data"], dt.from_name(state["dtype"]))
 
     def __copy__(self):
-        return self
+        return alias(self)
 
     def __deepcopy__(self, memo):
         return array(np.array(self.__array__(), copy=True), self._dtype)
@@ -238,6 +240,30 @@ def const(value, dtype) -> array:
     return a
 
 
+_FIELDS = tuple(n for n in array.__slots__ if n != "__weakref__")
+_IDENTITY = Primitive("identity", lambda xp, x: x)
+
+
+def copy_fields(src, dst) -> None:
+    """Make `dst` stand for what `src` stands for now (a node, a value or a failure)."""
+    for name in _FIELDS:
+        setattr(dst, name, getattr(src, name))
+
+
+def alias(a, state=None) -> array:
+    """A new array object with `a`'s value, for ops that change nothing.
+
+    MLX returns a new array there, and `b[i] = v` rebinds only `b`; handing back `a`
+    itself would make that assignment change `a` too.  An evaluated `a` shares its
+    buffer; a pending one gets a node that passes its value through, on `state`.
+    """
+    if a._prim is None:
+        c = array.__new__(array)
+        copy_fields(a, c)
+        return c
+    return node(_IDENTITY, (a,), a._shape, a._dtype, {}, resolve(None) if state is None else state)
+
+
 def node(prim, inputs, shape, dtype, params, state) -> array:
     """A new unevaluated array: `prim` applied to `inputs` on the stream `state`."""
     a = array.__new__(array)
@@ -254,4 +280,4 @@ def node(prim, inputs, shape, dtype, params, state) -> array:
     return a
 
 
-__all__ = ["array", "const", "node", "StreamError"]
+__all__ = ["array", "alias", "const", "copy_fields", "node", "StreamError"]

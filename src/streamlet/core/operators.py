@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import ops
-from .array import array
+from .array import alias, array
 
 
 def _binary(fn, reflected=False):
@@ -48,7 +48,7 @@ def install():
         setattr(array, f"__{name}__", _binary(fn))
     array.__hash__ = object.__hash__
     array.__neg__ = lambda self: ops.negative(self)
-    array.__pos__ = lambda self: self
+    array.__pos__ = alias
     array.__abs__ = lambda self: ops.abs(self)
     array.__invert__ = lambda self: ops.bitwise_invert(self)
     array.__getitem__ = lambda self, index: ops.getitem(self, index)

@@ -260,7 +260,7 @@ def view(a, dtype, stream=None):
     a = b.as_array(a, "view")
     d = dt.as_dtype(dtype)
     if d is a._dtype:
-        return a
+        return b.alias(a, b.resolve(stream))
     shape = a._shape
     if d.size != a._dtype.size:
         if a.ndim == 0:

@@ -6,7 +6,7 @@ import numbers
 import numpy as np
 
 from .. import dtypes as dt
-from ..array import array, const, node
+from ..array import alias, array, const, node
 from ..graph import Primitive
 from ..stream import resolve
 

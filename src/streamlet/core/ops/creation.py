@@ -116,7 +116,7 @@ def astype(a, /, dtype, *, stream=None):
     a = b.as_array(a, "astype")
     d = dt.as_dtype(dtype)
     if d is a._dtype:
-        return a
+        return b.alias(a, b.resolve(stream))
     return b.node(_ASTYPE, (a,), a._shape, d, {"dtype": d.np}, b.resolve(stream))
 
 
@@ -125,7 +125,7 @@ def asarray(a, dtype=None, *, copy=None):
     if isinstance(a, b.array):
         if dtype is not None:
             a = astype(a, dtype)
-        return b.array(a) if copy else a
+        return b.array(a) if copy else b.alias(a)
     return b.array(a, dtype)
 
 

@@ -305,7 +305,7 @@ def nan_to_num(a, /, nan=0.0, posinf=None, neginf=None, *, stream=None):
     if d.kind == "c":
         raise ValueError(f"[nan_to_num] Does not yet support given type: {d.name}.")
     if d.kind != "f":
-        return a
+        return b.alias(a, b.resolve(stream))
     info = dt.finfo(d)
     params = {"nan": float(nan), "posinf": info.max if posinf is None else float(posinf),
               "neginf": info.min if neginf is None else float(neginf)}

@@ -384,7 +384,9 @@ def hadamard_transform(a, scale=None, stream=None):
     if _hadamard_split(n) is None:
         raise ValueError(f"[hadamard_transform] Only supports n = m*2^k where m in "
                          f"(1, 12, 20, 28), got n = {n}.")
-    d = a._dtype if a._dtype.kind == "f" else dt.float32
     scale = 1 / math.sqrt(n) if scale is None else float(scale)
+    if n == 1 and scale == 1.0:  # the identity: MLX hands the input back, dtype and all
+        return b.alias(a, b.resolve(stream))
+    d = a._dtype if a._dtype.kind == "f" else dt.float32
     return b.node(_HADAMARD, (a,), a._shape, d, {"scale": scale, "dtype": d.np},
                   b.resolve(stream))

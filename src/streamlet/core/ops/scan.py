@@ -111,6 +111,6 @@ def diff(a, /, n=1, axis=-1, *, stream=None):
         raise ValueError("[diff] Requires an array of at least one dimension.")
     ax = b.normalize_axis(axis, a.ndim, "diff")
     if n == 0:
-        return a
+        return b.alias(a, b.resolve(stream))
     shape = a._shape[:ax] + (max(a._shape[ax] - n, 0),) + a._shape[ax + 1:]
     return b.node(_DIFF, (a,), shape, a._dtype, {"n": int(n), "axis": ax}, b.resolve(stream))

@@ -35,7 +35,7 @@ def reshape(a, /, shape, *, stream=None):
     if math.prod(shape) != size:
         raise ValueError(f"[reshape] Cannot reshape array of size {size} into shape {shape}.")
     if shape == a._shape:
-        return a
+        return b.alias(a, b.resolve(stream))
     return b.node(_RESHAPE, (a,), shape, a._dtype, {"shape": shape}, b.resolve(stream))
 
 
@@ -112,7 +112,7 @@ def broadcast_to(a, /, shape, *, stream=None):
         raise ValueError(f"[broadcast_to] Cannot broadcast array of shape {a._shape} "
                          f"to shape {shape}.")
     if shape == a._shape:
-        return a
+        return b.alias(a, b.resolve(stream))
     return b.node(_BROADCAST, (a,), shape, a._dtype, {"shape": shape}, b.resolve(stream))
 
 

@@ -10,6 +10,7 @@ import builtins
 import gc
 import sys
 
+from ..array import copy_fields
 from . import build as b
 from .indexing import _int_indices, along_axis_shape, fill_index, parse_index
 
@@ -87,9 +88,7 @@ def setitem(a, index, value, *, stream=None):
 
 def _clone(a):
     c = b.array.__new__(b.array)
-    for name in b.array.__slots__:
-        if name != "__weakref__":
-            setattr(c, name, getattr(a, name))
+    copy_fields(a, c)
     return c
 
 
@@ -111,10 +110,7 @@ def assign(a, index, value):
     old = _clone(a)
     if shared:
         _redirect_consumers(a, old)
-    new = setitem(old, index, value)
-    for name in b.array.__slots__:
-        if name != "__weakref__":
-            setattr(a, name, getattr(new, name))
+    copy_fields(setitem(old, index, value), a)
 
 
 class _AtIndexer:
