@@ -246,6 +246,27 @@ def test_categorical_bit_exact(mlx, rng, kwargs):
                                                                  **kwargs), seed))
 
 
+@pytest.mark.parametrize("logits_shape, kwargs", [
+    ((8,), {}), ((8,), {"num_samples": 1}), ((8,), {"num_samples": 33}),
+    ((8,), {"shape": (3, 5)}), ((1, 8), {}), ((1, 8), {"num_samples": 6}),
+    ((8, 1), {"axis": 0, "shape": (4, 1)}), ((1, 8, 1), {"axis": 1, "num_samples": 5}),
+    ((1,), {"num_samples": 4})])
+def test_categorical_of_one_distribution_bit_exact(mlx, rng, logits_shape, kwargs):
+    """A single distribution drawn into an array: MLX samples it through its CDF, not
+    through Gumbel noise, and we give the same indices."""
+    for seed in SEEDS[:5]:
+        logits = (rng.normal(size=logits_shape) * 2).astype(np.float32)
+        assert_same(*both(mlx, lambda m, k: m.random.categorical(m.array(logits), key=k,
+                                                                 **kwargs), seed))
+
+
+def test_categorical_of_one_distribution_follows_its_probabilities():
+    p = np.array([0.1, 0.6, 0.3], np.float32)
+    draws = np.array(mx.random.categorical(mx.log(mx.array(p)), num_samples=200_000,
+                                           key=mx.random.key(3)))
+    np.testing.assert_allclose(np.bincount(draws, minlength=3) / draws.size, p, atol=0.005)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_gumbel_bit_exact(mlx, dtype):
     for seed in SEEDS[:4]:

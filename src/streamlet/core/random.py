@@ -448,7 +448,6 @@ def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, *, stre
     if num_samples is not None:
         if num_samples < 0:
             raise ValueError(f"[categorical] num_samples must be >= 0, got {num_samples}.")
-        logits = expand_dims(logits, -1, stream=stream)
         shape = reduced + (int(num_samples),)
     elif shape is None:
         shape = reduced
@@ -457,10 +456,31 @@ def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, *, stre
         if b.broadcast_shapes(shape, reduced, op="categorical") != shape:
             raise ValueError(f"[categorical] Requested shape {shape} is not broadcast "
                              f"compatible with reduced logits shape {reduced}.")
+    k = _get_key(key, "categorical")
+    if shape and math.prod(reduced) == 1:
+        # one distribution drawn into an array: MLX inverts its CDF at uniform draws
+        u = uniform(0.0, 1.0, shape, dt.float32, k, stream=stream)
+        return b.node(_INVERSE_CDF, (logits, u), shape, dt.uint32, b.NO_PARAMS,
+                      b.resolve(stream))
+    if num_samples is not None:
+        logits = expand_dims(logits, -1, stream=stream)
     offset = ax + len(shape) - logits.ndim + 1
     g_shape = shape[:offset] + (logits.shape[ax],) + shape[offset:]
-    g = gumbel(g_shape, dt.float32, _get_key(key, "categorical"), stream=stream)
+    g = gumbel(g_shape, dt.float32, k, stream=stream)
     return argmax(ew.add(g, logits, stream=stream), offset, stream=stream)
+
+
+def _inverse_cdf(xp, logits, u):
+    """Category indices of the uniform draws `u` under softmax(`logits`), a single
+    distribution (all other axes of `logits` have size 1)."""
+    x = logits.astype(xp.float32).reshape(-1)
+    p = xp.exp(x - x.max())
+    cdf = xp.cumsum(p / p.sum(dtype=xp.float32), dtype=xp.float32)
+    idx = xp.searchsorted(cdf, u.reshape(-1), side="right")
+    return xp.minimum(idx, x.size - 1).astype(xp.uint32).reshape(u.shape)
+
+
+_INVERSE_CDF = b.make("categorical", _inverse_cdf)
 
 
 def laplace(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None, *, stream=None):
