@@ -260,6 +260,17 @@ def test_categorical_of_one_distribution_bit_exact(mlx, rng, logits_shape, kwarg
                                                                  **kwargs), seed))
 
 
+@pytest.mark.parametrize("logits", [[0.0, np.nan, 0.0], [0.0, np.inf, 0.0],
+                                    [np.inf, np.inf, 0.0], [-np.inf] * 3, [-np.inf, 2.0, -np.inf],
+                                    [1e30, 0.0, -1e30]])
+def test_categorical_of_one_distribution_with_infinities_and_nan(mlx, logits):
+    """Tied infinite logits share the probability, all -inf is uniform, a NaN gives the
+    last index: MLX's choices, matched draw for draw."""
+    for seed in SEEDS[:3]:
+        assert_same(*both(mlx, lambda m, k: m.random.categorical(
+            m.array(np.array(logits, np.float32)), num_samples=40, key=k), seed))
+
+
 def test_categorical_of_one_distribution_follows_its_probabilities():
     p = np.array([0.1, 0.6, 0.3], np.float32)
     draws = np.array(mx.random.categorical(mx.log(mx.array(p)), num_samples=200_000,

@@ -474,9 +474,13 @@ def _inverse_cdf(xp, logits, u):
     """Category indices of the uniform draws `u` under softmax(`logits`), a single
     distribution (all other axes of `logits` have size 1)."""
     x = logits.astype(xp.float32).reshape(-1)
-    p = xp.exp(x - x.max())
+    top = x.max()
+    p = xp.exp(xp.where(x == top, xp.float32(0), x - top))  # tied infinities share, as in MLX
     cdf = xp.cumsum(p / p.sum(dtype=xp.float32), dtype=xp.float32)
-    idx = xp.searchsorted(cdf, u.reshape(-1), side="right")
+    # the index is the count of CDF values not above u; a NaN (which then fills the rest
+    # of the CDF) is never above it, as in MLX
+    finite = int((~xp.isnan(cdf)).sum())
+    idx = x.size - finite + xp.searchsorted(cdf[:finite], u.reshape(-1), side="right")
     return xp.minimum(idx, x.size - 1).astype(xp.uint32).reshape(u.shape)
 
 
