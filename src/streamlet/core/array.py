@@ -17,7 +17,7 @@ class array:
     """An N-dimensional array, evaluated lazily: `mx.array([1, 2, 3]).tolist() == [1, 2, 3]`."""
 
     __slots__ = ("_shape", "_dtype", "_data", "_prim", "_inputs", "_params", "_stream",
-                 "_seq", "_birth", "_error", "__weakref__")
+                 "_seq", "_birth", "_error", "_read", "__weakref__")
     __array_priority__ = 100  # NumPy defers `ndarray + array` to us
 
     def __init__(self, val, dtype=None):
@@ -32,6 +32,7 @@ class array:
         self._seq = 0
         self._birth = 0
         self._error = None
+        self._read = False  # some node was built with this array as an input
 
     # -- metadata, known when the op is built ---------------------------------
     @property
@@ -237,6 +238,7 @@ def const(value, dtype) -> array:
     a._seq = 0
     a._birth = 0
     a._error = None
+    a._read = False
     return a
 
 
@@ -277,6 +279,9 @@ def node(prim, inputs, shape, dtype, params, state) -> array:
     a._seq = 0
     a._birth = next(_births)
     a._error = None
+    a._read = False
+    for x in inputs:
+        x._read = True
     return a
 
 

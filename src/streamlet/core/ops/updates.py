@@ -105,10 +105,10 @@ def assign(a, index, value):
     """`a[index] = value`: rebind the Python object `a` to the update's node."""
     if a._prim is not None and a._seq:
         a._wait()  # scheduled already: let it finish before its fields change
-    # NOTE: 4 references when nothing else holds `a` (caller's name, the two frames, getrefcount)
-    shared = sys.getrefcount(a) > 4
     old = _clone(a)
-    if shared:
+    # Only a node built on `a` can need its old value, and only while something besides
+    # the caller's name holds `a` (4 references: that name, two frames, getrefcount).
+    if a._read and sys.getrefcount(a) > 4:
         _redirect_consumers(a, old)
     copy_fields(setitem(old, index, value), a)
 
