@@ -2,6 +2,8 @@
 
 Differential tests against mlx (values, dtypes, shapes, exception types) and NumPy
 (randomized shapes, axes and dtypes with hypothesis)."""
+import copy
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -514,10 +516,11 @@ def test_hadamard_other_sizes_raise_when_built(n):
 
 NO_OP_CALLS = {
     "astype": lambda a: mx.astype(a, mx.float32), "asarray": lambda a: mx.asarray(a),
-    "reshape": lambda a: mx.reshape(a, (2, 3)), "broadcast_to": lambda a: mx.broadcast_to(a, (2, 3)),
+    "reshape": lambda a: mx.reshape(a, (2, 3)),
+    "broadcast_to": lambda a: mx.broadcast_to(a, (2, 3)),
     "view": lambda a: mx.view(a, mx.float32), "squeeze": lambda a: mx.squeeze(a),
     "expand_dims": lambda a: mx.expand_dims(a, ()), "atleast_2d": lambda a: mx.atleast_2d(a),
-    "diff0": lambda a: mx.diff(a, 0), "pos": lambda a: +a, "copy": lambda a: __import__("copy").copy(a),
+    "diff0": lambda a: mx.diff(a, 0), "pos": lambda a: +a, "copy": lambda a: copy.copy(a),
     "broadcast_arrays": lambda a: mx.broadcast_arrays(a)[0],
     "unflatten": lambda a: mx.unflatten(a, 1, (3,)), "method_reshape": lambda a: a.reshape(2, 3),
     "nan_to_num_int": lambda a: mx.nan_to_num(mx.astype(a, mx.int32)),
