@@ -252,6 +252,13 @@ def copy_fields(src, dst) -> None:
         setattr(dst, name, getattr(src, name))
 
 
+def clone(a) -> array:
+    """A second array object standing for what `a` stands for now (no new node)."""
+    c = array.__new__(array)
+    copy_fields(a, c)
+    return c
+
+
 def alias(a, state=None) -> array:
     """A new array object with `a`'s value, for ops that change nothing.
 
@@ -260,9 +267,7 @@ def alias(a, state=None) -> array:
     buffer; a pending one gets a node that passes its value through, on `state`.
     """
     if a._prim is None:
-        c = array.__new__(array)
-        copy_fields(a, c)
-        return c
+        return clone(a)
     return node(_IDENTITY, (a,), a._shape, a._dtype, {}, resolve(None) if state is None else state)
 
 
@@ -285,4 +290,4 @@ def node(prim, inputs, shape, dtype, params, state) -> array:
     return a
 
 
-__all__ = ["array", "alias", "const", "copy_fields", "node", "StreamError"]
+__all__ = ["array", "alias", "clone", "const", "copy_fields", "node", "StreamError"]

@@ -222,8 +222,8 @@ def stft(x, n_fft=2048, hop_length=None, win_length=None, window=None, center=Tr
     frames = 1 + (length - n_fft) // hop
     n_freq = n_fft // 2 + 1 if onesided else n_fft
     compute = dt.complex64 if complex_in else dt.float32
-    from .ops.creation import astype
-    x = x if x._dtype is compute else astype(x, compute, stream=st.stream)
+    from .ops.creation import _cast
+    x = _cast(x, compute, stream=st.stream)
     params = {"n_fft": n_fft, "hop": hop, "center": bool(center), "pad_mode": pad_mode,
               "norm": norm, "onesided": onesided}
     return b.node(_STFT, (x, w), x._shape[:-1] + (n_freq, frames), dt.complex64, params, st)
@@ -283,8 +283,8 @@ def istft(stft_matrix, n_fft=None, hop_length=None, win_length=None, window=None
         size = n_fft + hop * (count - 1) - (2 * (n_fft // 2) if center else 0)
     else:
         size = int(length)
-    from .ops.creation import astype
-    spec = spec if spec._dtype is dt.complex64 else astype(spec, dt.complex64, stream=st.stream)
+    from .ops.creation import _cast
+    spec = _cast(spec, dt.complex64, stream=st.stream)
     params = {"n_fft": n_fft, "hop": hop, "center": bool(center), "norm": norm,
               "onesided": onesided, "length": None if length is None else size}
     return b.node(_ISTFT, (spec, w), spec._shape[:-2] + (max(size, 0),), dt.float32, params, st)

@@ -23,7 +23,7 @@ from .ops import build as b
 from .ops import elementwise as ew
 from .ops import threefry as tf
 from .ops.build import dt
-from .ops.creation import astype
+from .ops.creation import _cast
 from .ops.linalg import matmul
 from .ops.reduction import argmax
 from .ops.shape import expand_dims, squeeze
@@ -290,7 +290,7 @@ def split(key, num=2, *, stream=None):
 
 def _bound(x, d, op, stream):
     """A bound (scalar or array) converted as MLX does: to an array, then to `d`."""
-    return astype(b.as_array(x, op), d, stream=stream)
+    return _cast(b.as_array(x, op), d, stream=stream)
 
 
 def uniform(low=0, high=1, shape=(), dtype=dt.float32, key=None, *, stream=None):
@@ -370,12 +370,12 @@ def randint(low, high, shape=(), dtype=dt.int32, key=None, *, stream=None):
     lo, hi = b.as_array(low, "randint"), b.as_array(high, "randint")
     u = ew.floor(uniform(lo, hi, shape, dt.float32, k, stream=stream), stream=stream)
     if d is dt.bool_:
-        return astype(ew.maximum(u, lo, stream=stream), d, stream=stream)
+        return _cast(ew.maximum(u, lo, stream=stream), d, stream=stream)
     # NOTE: MLX 0.32.4 rounds down, then clamps to [low, high - 1] in the output dtype
     # (float32 rounding can reach `high`; bounds outside the dtype wrap first)
-    top = ew.subtract(astype(hi, d, stream=stream), 1, stream=stream)
-    x = ew.minimum(astype(u, d, stream=stream), top, stream=stream)
-    return ew.maximum(x, astype(lo, d, stream=stream), stream=stream)
+    top = ew.subtract(_cast(hi, d, stream=stream), 1, stream=stream)
+    x = ew.minimum(_cast(u, d, stream=stream), top, stream=stream)
+    return ew.maximum(x, _cast(lo, d, stream=stream), stream=stream)
 
 
 def bernoulli(p=0.5, shape=None, key=None, *, stream=None):
@@ -498,7 +498,7 @@ def laplace(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None, *, stream=
     u = uniform(tf.NORMAL_LOW, 1.0, shape, dt.float32, _get_key(key, "laplace"), stream=stream)
     neg = ew.negative(ew.abs(u, stream=stream), stream=stream)
     mag = b.node(LOG1P, (neg,), shape, dt.float32, b.NO_PARAMS, b.resolve(stream))
-    out = astype(ew.multiply(ew.sign(u, stream=stream), mag, stream=stream), d, stream=stream)
+    out = _cast(ew.multiply(ew.sign(u, stream=stream), mag, stream=stream), d, stream=stream)
     if scale != 1.0:
         out = ew.multiply(b.const(np.float32(scale), d), out, stream=stream)
     if loc != 0.0:

@@ -120,6 +120,15 @@ def astype(a, /, dtype, *, stream=None):
     return b.node(_ASTYPE, (a,), a._shape, d, {"dtype": d.np}, b.resolve(stream))
 
 
+def _cast(a, dtype, *, stream=None):
+    """`a` as `dtype` for another op to consume: `a` itself when it has that dtype.
+
+    Unlike `astype`, whose result the caller may assign into, this makes no new array
+    (and no pass-through node) for a cast that changes nothing.
+    """
+    return a if a._dtype is dtype else astype(a, dtype, stream=stream)
+
+
 def asarray(a, dtype=None, *, copy=None):
     """`a` as an array: an array of the right dtype is returned as is unless `copy` is True."""
     if isinstance(a, b.array):

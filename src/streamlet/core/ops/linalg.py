@@ -359,8 +359,8 @@ def _det_input(a, op, st):
 
 
 def _astype(a, d, st):
-    from .creation import astype
-    return a if a._dtype is d else astype(a, d, stream=st.stream)
+    from .creation import _cast
+    return _cast(a, d, stream=st.stream)
 
 
 def det(a, *, stream=None):

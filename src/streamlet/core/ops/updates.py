@@ -10,7 +10,7 @@ import builtins
 import gc
 import sys
 
-from ..array import copy_fields
+from ..array import clone, copy_fields
 from . import build as b
 from .indexing import _int_indices, along_axis_shape, fill_index, parse_index
 
@@ -69,7 +69,7 @@ def _mask_of(index):
 def setitem(a, index, value, *, stream=None):
     """The array `a[index] = value` gives: ints, slices, integer arrays, or one boolean
     mask (which broadcasts against `a`, as MLX's `where(mask, value, a)`)."""
-    from .creation import astype
+    from .creation import _cast
     from .elementwise import where
     mask = _mask_of(index)
     if mask is not None:
@@ -81,15 +81,9 @@ def setitem(a, index, value, *, stream=None):
         leading = not (isinstance(index, tuple) and index and index[0] is Ellipsis)
         if leading and mask.ndim < a.ndim:  # the mask picks along the first axes
             mask = reshape(mask, mask._shape + (1,) * (a.ndim - mask.ndim), stream=stream)
-        value = astype(b.as_array(value, "setitem"), a._dtype, stream=stream)
+        value = _cast(b.as_array(value, "setitem"), a._dtype, stream=stream)
         return where(mask, value, a, stream=stream)
     return _update(a, index, value, "set", "setitem", stream)
-
-
-def _clone(a):
-    c = b.array.__new__(b.array)
-    copy_fields(a, c)
-    return c
 
 
 def _redirect_consumers(a, old):
@@ -105,7 +99,7 @@ def assign(a, index, value):
     """`a[index] = value`: rebind the Python object `a` to the update's node."""
     if a._prim is not None and a._seq:
         a._wait()  # scheduled already: let it finish before its fields change
-    old = _clone(a)
+    old = clone(a)
     # Only a node built on `a` can need its old value, and only while something besides
     # the caller's name holds `a` (4 references: that name, two frames, getrefcount).
     if a._read and sys.getrefcount(a) > 4:
@@ -141,9 +135,9 @@ class _AtIndexer:
 
     def divide(self, value, *, stream=None):
         """`a` times the reciprocal of `value` (in `a`'s dtype, as MLX) at the index."""
-        from .creation import astype
+        from .creation import _cast
         from .elementwise import reciprocal
-        recip = astype(reciprocal(value, stream=stream), self._a._dtype, stream=stream)
+        recip = _cast(reciprocal(value, stream=stream), self._a._dtype, stream=stream)
         return self._apply(recip, "multiply", stream)
 
     def minimum(self, value, *, stream=None):
@@ -214,7 +208,7 @@ _SLICE_UPDATE = b.make("slice_update", _slice_update)
 def slice_update(a, update, start_indices, axes, *, stream=None):
     """`a` with the block `update` written at `start_indices` on `axes` (an array read when
     the op runs; starts are clamped so the block fits)."""
-    from .creation import astype
+    from .creation import _cast
     from .indexing import _slice_args
     from .shape import broadcast_to
     a = b.as_array(a, "slice_update")
@@ -226,7 +220,7 @@ def slice_update(a, update, start_indices, axes, *, stream=None):
     if update.ndim != a.ndim or any(u > n for u, n in zip(update._shape, a._shape)):
         raise ValueError(f"[slice_update] Update of shape {update._shape} does not fit array "
                          f"of shape {a._shape} on axes {axes}.")
-    update = astype(update, a._dtype, stream=stream)
+    update = _cast(update, a._dtype, stream=stream)
     return b.node(_SLICE_UPDATE, (a, update, starts), a._shape, a._dtype, {"axes": axes},
                   b.resolve(stream))
 
