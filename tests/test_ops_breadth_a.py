@@ -539,3 +539,20 @@ def test_ops_that_change_nothing_return_a_new_array(name, pending):
     r[0] = 7
     assert a.tolist() == [[1.0] * 3] * 2
     assert np.array(r).ravel()[0] == 7
+
+
+@settings(max_examples=25, deadline=None)
+@given(_arrays(["float32", "int32"], min_dims=1), st.data())
+def test_argpartition_puts_the_kth_value_in_place(a, data):
+    """Indices whose values are partitioned around the k-th smallest along the axis (the
+    order inside each side is unspecified, in MLX as in NumPy)."""
+    axis = data.draw(st.integers(-a.ndim, a.ndim - 1))
+    kth = data.draw(st.integers(0, a.shape[axis] - 1))
+    idx = np.array(mx.argpartition(mx.array(a), kth, axis=axis))
+    assert idx.dtype == np.uint32 and idx.shape == a.shape
+    got = np.take_along_axis(a, idx.astype(np.int64), axis)
+    np.testing.assert_array_equal(np.sort(got, axis), np.sort(a, axis))  # a permutation
+    pivot = np.take(np.sort(a, axis), [kth], axis)
+    np.testing.assert_array_equal(np.take(got, [kth], axis), pivot)
+    assert (np.take(got, range(kth), axis) <= pivot).all()
+    assert (np.take(got, range(kth + 1, a.shape[axis]), axis) >= pivot).all()
