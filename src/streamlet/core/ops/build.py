@@ -157,8 +157,9 @@ def normalize_axes(axis, ndim: int, op: str) -> tuple:
     return tuple(sorted(axes))
 
 
-def make(name: str, kernel, gpu=None) -> Primitive:
-    return Primitive(name, kernel, gpu)
+def make(name: str, kernel, gpu=None, **rules) -> Primitive:
+    """A primitive; `rules` are its transform rules (`vjp`, `jvp`, `vmap`: see Primitive)."""
+    return Primitive(name, kernel, gpu, **rules)
 
 
 def cast(x, npdtype):
