@@ -216,11 +216,20 @@ def test_matmul_operator_and_numpy_operand(rng):
     np.testing.assert_allclose(np.array(mx.array(x) + x), x + x)
 
 
-def test_inplace_operators_make_new_arrays():
-    a = mx.array([1, 2])
-    b = a
-    a += 1
-    assert a.tolist() == [2, 3] and b.tolist() == [1, 2]
+def test_inplace_operators_rebind_the_handle(mlx):
+    """`a += 1` updates the array every reference to `a` sees (id unchanged), as in MLX;
+    arrays computed from `a` before keep its old value."""
+    for M in (mx, mlx):
+        a = M.array([1, 2])
+        b, before, ident = a, a * 10, id(a)
+        a += 1
+        a *= 3
+        a -= mx.array([1, 1]) if M is mx else M.array([1, 1])
+        assert id(a) == ident and b.tolist() == [5, 8] and before.tolist() == [10, 20]
+    params = {"w": mx.ones((2,)), "b": mx.zeros((2,))}
+    for p in params.values():
+        p -= 0.5
+    assert params["w"].tolist() == [0.5, 0.5] and params["b"].tolist() == [-0.5, -0.5]
 
 
 def test_operators_reject_other_types():
@@ -290,4 +299,4 @@ def test_getitem_on_stream_and_lazy():
     s = mx.new_stream(mx.cpu)
     with mx.stream(s):
         x = (mx.arange(10) * 2)[2:5]
-    assert x._stream.stream == s and x.tolist() == [4, 6, 8]
+    assert x._node.stream.stream == s and x.tolist() == [4, 6, 8]

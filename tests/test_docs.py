@@ -99,7 +99,7 @@ def test_readme_example_runs_where_it_says(capsys):
     printed = capsys.readouterr().out.strip()
     assert printed == re.search(r"print\(.*\)\s+# (.*)", code).group(1)
     s1, s2 = ns["s1"], ns["s2"]
-    assert ns["b"]._stream.stream == s1
-    assert ns["c"]._stream.stream == s2 and ns["d"]._stream.stream == s2
+    assert ns["b"]._node.stream.stream == s1
+    assert ns["c"]._node.stream.stream == s2 and ns["d"]._node.stream.stream == s2
     a = np.array(ns["a"])
     np.testing.assert_allclose(np.array(ns["d"]), np.sin(a) * 2 + np.exp(a) + 1, rtol=1e-6)

@@ -72,7 +72,7 @@ def test_eval_trees():
     a, b_, c, d = mx.ones((2,)) + 1, mx.zeros((1,)) - 1, mx.arange(3) * 2, mx.ones(()) * 7
     mx.eval({"a": a, "nested": [b_, (c, {"d": d})]}, None)
     for x in (a, b_, c, d):
-        assert x._prim is None and x._data is not None
+        assert x._node.prim is None and x._node.data is not None
     assert c.tolist() == [0, 2, 4] and d.item() == 7.0
 
 
@@ -100,19 +100,19 @@ def test_eval_rejects_non_arrays():
 def test_graph_nodes_released_after_eval():
     a = mx.ones((4,))
     inter = mx.exp(a)
-    ref = weakref.ref(inter)
+    ref = weakref.ref(inter._node)
     out = inter * 2
     del inter
     assert ref() is not None  # the graph holds it until evaluated
     mx.eval(out)
     gc.collect()
     assert ref() is None
-    assert out._inputs == () and out._prim is None
+    assert out._node.inputs == () and out._node.prim is None
 
 
 def test_async_eval_releases_nodes_too():
     inter = mx.sin(mx.ones((256, 256)))
-    ref = weakref.ref(inter)
+    ref = weakref.ref(inter._node)
     out = mx.sum(inter * 2)
     del inter
     mx.async_eval(out)
@@ -127,7 +127,7 @@ def test_long_chain_does_not_grow_graph():
         x = x + 1
         if i % 100 == 99:
             mx.eval(x)
-            assert x._inputs == ()
+            assert x._node.inputs == ()
     assert x.tolist() == [5000.0] * 4
 
 
@@ -182,14 +182,14 @@ def test_chains_sharing_a_stream_alternate_on_it():
 
     x, y = mx.ones((8,)), mx.full((8,), 2.0)
     a, b = chain(x, s1), chain(y, s2)
-    label = {id(n): "A" for n in a} | {id(n): "B" for n in b}
-    order, _ = ev._order([a[-1], b[-1]])
+    label = {id(n._node): "A" for n in a} | {id(n._node): "B" for n in b}
+    order, _ = ev._order([a[-1]._node, b[-1]._node])
     try:
-        on_shared = ev._group(order)[b[0]._stream]
+        on_shared = ev._group(order)[b[0]._node.stream]
         assert [label[id(n)] for n in on_shared] == ["A", "B"] * 4
     finally:
         for n in order:
-            n._seq = 0
+            n.seq = 0
     mx.eval(a[-1], b[-1])
     want = [np.ones(8, np.float32), np.full(8, 2.0, np.float32)]
     for _ in range(4):
@@ -208,11 +208,11 @@ def test_work_on_one_stream_keeps_build_order_in_a_multi_stream_eval():
         term = mx.multiply(mx.exp(mx.full((8,), float(i), stream=s1), stream=s1), 2, stream=acc)
         total = mx.add(total, term, stream=acc)
         built += [term, total]
-    order, _ = ev._order([total])
+    order, _ = ev._order([total._node])
     try:
-        on_acc = ev._group(order)[total._stream]
-        assert [id(n) for n in on_acc] == [id(n) for n in built]
+        on_acc = ev._group(order)[total._node.stream]
+        assert [id(n) for n in on_acc] == [id(n._node) for n in built]
     finally:
         for n in order:
-            n._seq = 0
+            n.seq = 0
     np.testing.assert_allclose(np.array(total), 2 * np.exp(np.arange(6.0)).sum(), rtol=1e-6)

@@ -137,7 +137,7 @@ def test_fft_runs_on_the_given_stream_after_its_input():
     s1, s2 = mx.new_stream(mx.cpu), mx.new_stream(mx.cpu)
     a = mx.array(X) * mx.ones((4, 6), stream=s1)
     out = mx.fft.rfft(a, stream=s2)
-    assert out._stream.stream == s2
+    assert out._node.stream.stream == s2
     np.testing.assert_allclose(np.array(out), np.fft.rfft(X), rtol=1e-5, atol=1e-5)
 
 

@@ -142,7 +142,7 @@ def test_eig_and_eigh_solve_their_equations(mlx):
 
 def test_multi_output_ops_factor_once():
     q, r = L.qr(mx.array(A), stream=mx.cpu)
-    assert q._inputs[0] is r._inputs[0]  # one shared factorization node, two selections
+    assert q._node.inputs[0] is r._node.inputs[0]  # one shared factorization node, two selections
     p, lo, up = L.lu(mx.array(A), stream=mx.cpu)
     np.testing.assert_allclose((host(lo) @ host(up))[host(p)], A, atol=1e-5)
 
@@ -235,7 +235,7 @@ def test_output_lives_on_the_op_stream_and_waits_for_inputs():
     s1, s2 = mx.new_stream(mx.cpu), mx.new_stream(mx.cpu)
     a = mx.array(A) + mx.zeros((4, 4), stream=s1)
     out = L.inv(a, stream=s2)
-    assert out._stream.stream == s2
+    assert out._node.stream.stream == s2
     np.testing.assert_allclose(host(out), np.linalg.inv(A), rtol=1e-4, atol=1e-4)
 
 

@@ -370,7 +370,7 @@ def test_key_from_one_stream_used_on_another():
     s1, s2 = mx.new_stream(mx.cpu), mx.new_stream(mx.cpu)
     sub = mx.random.split(mx.random.key(3), 4, stream=s1)[2]
     x = mx.random.uniform(shape=(100_000,), key=sub, stream=s2)
-    assert x._data is None  # lazy until evaluated
+    assert x._node.data is None  # lazy until evaluated
     mx.eval(x)
     ref = mx.random.uniform(shape=(100_000,), key=mx.array(np.array(mx.random.split(
         mx.random.key(3), 4))[2]))

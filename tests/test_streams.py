@@ -106,7 +106,7 @@ def test_set_default_stream_keeps_device_and_is_per_thread():
         assert mx.default_stream(mx.cpu) == s
         assert mx.default_device() == dev
         x = mx.ones((2,))
-        assert x._stream is s._state
+        assert x._node.stream is s._state
         assert in_thread(lambda: mx.default_stream(mx.cpu)) != s
     finally:
         mx.set_default_stream(old)
@@ -189,7 +189,7 @@ def test_stream_context_accepts_every_kind(kind):
         else:
             assert inside == before[1]
         x = mx.ones((2,)) + 1
-        assert x._stream is inside._state
+        assert x._node.stream is inside._state
         assert x.tolist() == [2.0, 2.0]
     assert _state() == before
 
@@ -222,7 +222,7 @@ def test_stream_context_is_per_thread():
     with mx.stream(s):
         other = in_thread(lambda: mx.default_stream(mx.cpu))
         assert other != s
-        assert in_thread(lambda: mx.ones((1,))._stream.stream) != s
+        assert in_thread(lambda: mx.ones((1,))._node.stream.stream) != s
 
 
 @pytest.mark.parametrize("bad", [None, "cpu", 0, 1.5])
@@ -247,7 +247,7 @@ def test_synchronize_every_argument_kind():
     mx.synchronize(mx.Device(mx.cpu))
     mx.synchronize(tls)
     for a, v in zip(arrays, (2, 3, 4, 5)):
-        assert a._seq and a._stream.completed >= a._seq
+        assert a._node.seq and a._node.stream.completed >= a._node.seq
         assert float(a[0, 0].item()) == v
 
 
@@ -267,7 +267,7 @@ def test_clear_streams_finishes_and_destroys():
         x = mx.ones((200, 200), stream=s) @ mx.ones((200, 200), stream=s)
         mx.async_eval(x)
         mx.clear_streams()
-        assert x._stream.completed >= x._seq  # work finished first
+        assert x._node.stream.completed >= x._node.seq  # work finished first
         assert float(x[0, 0].item()) == 200.0
         live = mx.get_streams()
         assert s not in live and d not in live and t not in live
@@ -336,8 +336,8 @@ def test_stream_keyword_resolution_every_kind():
                      lambda: mx.reshape(mx.ones((4,)), (2, 2), stream=arg),
                      lambda: mx.matmul(mx.ones((2, 2)), mx.ones((2, 2)), stream=arg)):
             out = make()
-            assert out._stream.stream == want, (arg, want)
-    in_other = in_thread(lambda: mx.zeros((1,), stream=tls)._stream.stream)
+            assert out._node.stream.stream == want, (arg, want)
+    in_other = in_thread(lambda: mx.zeros((1,), stream=tls)._node.stream.stream)
     assert in_other != mx.stream_from_thread_local_stream(tls)
 
 
@@ -368,9 +368,9 @@ def test_stream_resolved_when_op_is_built():
         mx.set_default_stream(s2)
         y = mx.ones((3,)) + 1
         mx.set_default_stream(s1)
-        assert x._stream.stream == s1 and y._stream.stream == s2
+        assert x._node.stream.stream == s1 and y._node.stream.stream == s2
         mx.eval(x, y)
-        assert x._stream.stream == s1 and y._stream.stream == s2
+        assert x._node.stream.stream == s1 and y._node.stream.stream == s2
         assert np.array_equal(np.array(x + y), [4.0] * 3)
     finally:
         mx.set_default_stream(old)
@@ -382,8 +382,8 @@ def test_default_device_change_moves_new_ops_only():
     try:
         mx.set_default_device(mx.cpu)
         y = mx.ones((2,))
-        assert y._stream.stream == mx.default_stream(mx.cpu)
-        assert x._stream.stream.device == before
+        assert y._node.stream.stream == mx.default_stream(mx.cpu)
+        assert x._node.stream.stream.device == before
     finally:
         mx.set_default_device(before)
 

@@ -256,5 +256,5 @@ def test_synchronize_stream_parked_on_another_stream():
     mx.async_eval(c)
     threading.Timer(0.2, gate.set).start()
     mx.synchronize(s2)
-    assert c._stream.completed >= c._seq
+    assert c._node.stream.completed >= c._node.seq
     assert float(c[0, 0].item()) == 6.0

@@ -12,8 +12,8 @@ xp = np
 
 
 def execute(node, args):
-    params = node._params
-    out = node._prim.kernel(np, *args, **params) if params else node._prim.kernel(np, *args)
+    params = node.params
+    out = node.prim.kernel(np, *args, **params) if params else node.prim.kernel(np, *args)
     # NumPy gives scalars for full reductions and scalar indexing; arrays are ndarrays
     return out if type(out) is np.ndarray else np.asarray(out)
 
@@ -32,4 +32,4 @@ def for_export(data, state):
 
 def import_from(node):
     """An input made on another device, brought to the host once its producer has finished."""
-    return node._stream.backend.to_numpy(node._data, node._stream)
+    return node.stream.backend.to_numpy(node.data, node.stream)

@@ -159,19 +159,19 @@ def _arm(state, h):
 
 def execute(node, args):
     """Run (or, for elementwise ops, defer) one node on its stream's CUDA stream."""
-    state = node._stream
+    state = node.stream
     h = state.native or handle(state)
     _arm(state, h)
-    prim = node._prim
+    prim = node.prim
     if prim.name in fuse.FUSABLE:
         lz = _defer(node, args, h)
         if lz is not None:
             return lz
     with h.device, h.stream:
         held = []
-        dev_args = [_device_arg(a, inp, h, held) for a, inp in zip(args, node._inputs)]
-        params = node._params
-        out_bf16 = node._dtype.name == "bfloat16"
+        dev_args = [_device_arg(a, inp, h, held) for a, inp in zip(args, node.inputs)]
+        params = node.params
+        out_bf16 = node.dtype.name == "bfloat16"
         if out_bf16 or any(type(a) is BF16 for a in dev_args):
             dev_args, params = _bf16_inputs(dev_args, params)
         fn = OVERRIDES.get(prim.name)
@@ -201,19 +201,19 @@ _fusion_specs: dict = {}  # (primitive, params dtype, output dtype) -> spec, or 
 
 
 def _fusion_spec(prim, node):
-    compute = node._params.get("dtype") if node._params else None
-    key = (prim, compute if compute is not None else node._inputs[-1]._dtype, node._dtype)
+    compute = node.params.get("dtype") if node.params else None
+    key = (prim, compute if compute is not None else node.inputs[-1].dtype, node.dtype)
     spec = _fusion_specs.get(key, False)
     if spec is False:
-        name, out_np = prim.name, node._dtype.np
+        name, out_np = prim.name, node.dtype.np
         if name == "astype":
             compute = out_np
         elif compute is None:  # inputs already of the dtype the op computes in
-            compute = node._inputs[-1]._dtype.np
+            compute = node.inputs[-1].dtype.np
         compute_t, out_t = CTYPE.get(np.dtype(compute)), CTYPE.get(out_np)
         spec = None
         if fuse.can_fuse(name, compute_t, out_t):
-            n = len(node._inputs)
+            n = len(node.inputs)
             types = ("bool",) + (compute_t,) * (n - 1) if name == "where" else (compute_t,) * n
             spec = fuse.spec_of(name, compute_t, out_t, types)
         _fusion_specs[key] = spec
@@ -222,12 +222,12 @@ def _fusion_spec(prim, node):
 
 def _defer(node, args, h):
     """A Lazy for an elementwise node, or None when it can't be fused."""
-    spec = _fusion_spec(node._prim, node)
+    spec = _fusion_spec(node.prim, node)
     if spec is None:
         return None
-    shape = node._shape
+    shape = node.shape
     operands = []
-    for a, inp in zip(args, node._inputs):
+    for a, inp in zip(args, node.inputs):
         kind = type(a)
         if kind is Lazy:
             if a.handle is not h or a.shape != shape or a.epoch != h.epoch:
@@ -237,7 +237,7 @@ def _defer(node, args, h):
         elif kind is cp.ndarray:
             if CTYPE.get(a.dtype) is None:
                 return None
-            st = inp._stream
+            st = inp.stream
             if st is not None and st.native is not h:
                 a = _from_other_stream(a, st.native, h, h.hold)
         elif kind is np.ndarray:
@@ -249,7 +249,7 @@ def _defer(node, args, h):
             return None
         operands.append(a)
     h.pending.append(node)  # its _data will be the Lazy
-    return Lazy(h, spec, operands, shape, node._dtype.np)
+    return Lazy(h, spec, operands, shape, node.dtype.np)
 
 
 def _value_of(lz, h, inp):
@@ -270,7 +270,7 @@ def _device_arg(a, inp, h, held):
             return a.value
         return _from_other_stream(a.value, a.handle, h, held)
     if kind is cp.ndarray or kind is BF16:
-        st = inp._stream
+        st = inp.stream
         if st is not None and st.native is not h:
             bits = a.bits if kind is BF16 else a
             bits = _from_other_stream(bits, st.native, h, held)
@@ -313,7 +313,7 @@ def _host_to_device(a, inp, h):
     CPU streams are copied each time they are read.
     """
     bf16 = a.dtype == BF16_NP
-    if inp._stream is None:
+    if inp.stream is None:
         key = (id(h), h.index, id(a))
         hit = _host_cache.get(key)
         if hit is not None and hit[0]() is a:
@@ -330,7 +330,7 @@ def _host_to_device(a, inp, h):
     else:
         dev.set(np.require(src, requirements="C"), stream=h.stream)  # keeps 0-d as 0-d
     out = BF16(dev) if bf16 else dev
-    if inp._stream is None:
+    if inp.stream is None:
         with _host_lock:
             _host_cache[key] = (weakref.ref(a, lambda _, k=key: _host_cache.pop(k, None)), out)
     return out
@@ -445,13 +445,13 @@ def _flush(h):
         nodes, h.pending = h.pending, []
         h.epoch += 1
         if nodes:
-            lazies = [n._data for n in nodes if type(n._data) is Lazy]
+            lazies = [n.data for n in nodes if type(n.data) is Lazy]
             with h.device, h.stream:
                 for plan in fuse.plans_for(lazies):
                     try:
                         _compute(plan, h)
                     except Exception as exc:
-                        owner = {id(n._data): n for n in nodes}
+                        owner = {id(n.data): n for n in nodes}
                         _poison([owner[id(r)] for r in plan.roots], exc)
         if h.hold:
             hold, h.hold = h.hold, []
@@ -473,8 +473,8 @@ def _poison(arrays, exc):
     text = str(exc)
     err = StreamError(text if text.startswith("[") else f"[fused elementwise] {text}")
     for arr in arrays:
-        arr._error = err
-        st = arr._stream
+        arr.error = err
+        st = arr.stream
         if st is not None:
             with st.lock:
                 if all(e is not err for e in st.errors):
@@ -485,7 +485,7 @@ def _poison(arrays, exc):
 
 def import_from(node):
     """A CPU-stream result read by a GPU op: handed over as a host array, copied in execute."""
-    return node._stream.backend.to_numpy(node._data, node._stream)
+    return node.stream.backend.to_numpy(node.data, node.stream)
 
 
 def to_numpy(data, state):

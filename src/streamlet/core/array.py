@@ -1,38 +1,40 @@
 """The lazy array: a graph node until evaluated, then a buffer on its device."""
 from __future__ import annotations
 
-import itertools
 import math
 import numbers
 
 import numpy as np
 
 from . import dtypes as dt
-from .graph import Primitive
+from .graph import TRACING, Node, Primitive
 from .scheduler import StreamError
 from .stream import resolve
 
 
 class array:
-    """An N-dimensional array, evaluated lazily: `mx.array([1, 2, 3]).tolist() == [1, 2, 3]`."""
+    """An N-dimensional array, evaluated lazily: `mx.array([1, 2, 3]).tolist() == [1, 2, 3]`.
 
-    __slots__ = ("_shape", "_dtype", "_data", "_prim", "_inputs", "_params", "_stream",
-                 "_seq", "_birth", "_error", "_read", "__weakref__")
+    The array is a handle to a graph node (`_node`), as in MLX.  In-place operators and
+    `a[i] = v` point the handle at a new node: every reference to this handle sees the
+    new value, and arrays computed from it before keep the old node.  The handle keeps
+    its node's shape and dtype at hand for the op builders.
+    """
+
+    __slots__ = ("_node", "_shape", "_dtype", "__weakref__")
     __array_priority__ = 100  # NumPy defers `ndarray + array` to us
 
     def __init__(self, val, dtype=None):
         data = _to_numpy(val, None if dtype is None else dt.as_dtype(dtype))
+        d = dt.from_numpy(data.dtype)
+        self._node = Node(data.shape, d, data=data)
         self._shape = data.shape
-        self._dtype = dt.from_numpy(data.dtype)
-        self._data = data
-        self._prim = None
-        self._inputs = ()
-        self._params = None
-        self._stream = None
-        self._seq = 0
-        self._birth = 0
-        self._error = None
-        self._read = False  # some node was built with this array as an input
+        self._dtype = d
+
+    def _rebind(self, other) -> "array":
+        """Point this handle at `other`'s node (in-place operators, `a[i] = v`)."""
+        self._node, self._shape, self._dtype = other._node, other._shape, other._dtype
+        return self
 
     # -- metadata, known when the op is built ---------------------------------
     @property
@@ -60,28 +62,13 @@ class array:
         return self.size * self._dtype.size
 
     # -- evaluation --------------------------------------------------------------
-    def _wait(self):
-        """Make sure this array's op has run (evaluating it if nobody has)."""
-        if self._prim is not None:
-            if not self._seq:
-                from .eval import _dispatch
-                _dispatch([self], blocking=True)
-            self._stream.wait(self._seq)
-
-    def _raise(self):
-        """Raise this array's failure; once raised, synchronize() need not raise it again."""
-        err = self._error
-        err.reported = True
-        raise RuntimeError(str(err)) from err
-
     def _host(self) -> np.ndarray:
         """The evaluated value as a NumPy array (a copy from the GPU, a view on the CPU)."""
-        self._wait()
-        if self._error is not None:
-            self._raise()
-        if self._stream is None:
-            return self._data
-        return self._stream.backend.to_numpy(self._data, self._stream)
+        n = self._node
+        wait(n)
+        if n.stream is None:
+            return n.data
+        return n.stream.backend.to_numpy(n.data, n.stream)
 
     def item(self):
         """The value of a one-element array as a Python scalar."""
@@ -109,12 +96,11 @@ class array:
 
     def _exported(self):
         """The evaluated buffer as the backend hands it to DLPack consumers."""
-        self._wait()
-        if self._error is not None:
-            self._raise()
-        if self._stream is None:
-            return self._data
-        return self._stream.backend.for_export(self._data, self._stream)
+        n = self._node
+        wait(n)
+        if n.stream is None:
+            return n.data
+        return n.stream.backend.for_export(n.data, n.stream)
 
     def __dlpack__(self, **kwargs):
         return self._exported().__dlpack__(**kwargs)
@@ -164,7 +150,7 @@ class array:
         array.__init__(self, state["data"], dt.from_name(state["dtype"]))
 
     def __copy__(self):
-        return alias(self)
+        return wrap(self._node)
 
     def __deepcopy__(self, memo):
         return array(np.array(self.__array__(), copy=True), self._dtype)
@@ -222,72 +208,66 @@ def format_array(data: np.ndarray, dtype) -> str:
     return fmt(data, dtype)
 
 
-_births = itertools.count(1)  # build order of nodes: a topological order of the graph
+def wait(n) -> None:
+    """Make sure node `n` has run (evaluating it if nobody has); raise its failure."""
+    if n.prim is not None:
+        if not n.seq:
+            from .eval import dispatch
+            dispatch([n], blocking=True)
+        n.stream.wait(n.seq)
+    if n.error is not None:
+        raise_error(n)
+    if n.data is None:
+        raise ValueError("[eval] Cannot evaluate an array that only stands for an input "
+                         "while a function is traced.")
+
+
+def raise_error(n):
+    """Raise node `n`'s failure; once raised, synchronize() need not raise it again."""
+    err = n.error
+    err.reported = True
+    raise RuntimeError(str(err)) from err
+
+
+def wrap(n) -> array:
+    """A new handle to node `n`."""
+    a = array.__new__(array)
+    a._node, a._shape, a._dtype = n, n.shape, n.dtype
+    return a
 
 
 def const(value, dtype) -> array:
     """A scalar input of an op, already evaluated and usable on any device."""
-    a = array.__new__(array)
-    a._shape = ()
-    a._dtype = dtype
-    a._data = dtype.np.type(value)
-    a._prim = None
-    a._inputs = ()
-    a._params = None
-    a._stream = None
-    a._seq = 0
-    a._birth = 0
-    a._error = None
-    a._read = False
-    return a
-
-
-_FIELDS = tuple(n for n in array.__slots__ if n != "__weakref__")
-_IDENTITY = Primitive("identity", lambda xp, x: x)
-
-
-def copy_fields(src, dst) -> None:
-    """Make `dst` stand for what `src` stands for now (a node, a value or a failure)."""
-    for name in _FIELDS:
-        setattr(dst, name, getattr(src, name))
-
-
-def clone(a) -> array:
-    """A second array object standing for what `a` stands for now (no new node)."""
-    c = array.__new__(array)
-    copy_fields(a, c)
-    return c
+    return wrap(Node((), dtype, data=dtype.np.type(value)))
 
 
 def alias(a, state=None) -> array:
-    """A new array object with `a`'s value, for ops that change nothing.
+    """A new handle to `a`'s node, for ops that change nothing (MLX returns a new array
+    there, and `b[i] = v` then rebinds only `b`)."""
+    return wrap(a._node)
 
-    MLX returns a new array there, and `b[i] = v` rebinds only `b`; handing back `a`
-    itself would make that assignment change `a` too.  An evaluated `a` shares its
-    buffer; a pending one gets a node that passes its value through, on `state`.
-    """
-    if a._prim is None:
-        return clone(a)
-    return node(_IDENTITY, (a,), a._shape, a._dtype, {}, resolve(None) if state is None else state)
+
+_IDENTITY = Primitive("identity", lambda xp, x: x)
 
 
 def node(prim, inputs, shape, dtype, params, state) -> array:
-    """A new unevaluated array: `prim` applied to `inputs` on the stream `state`."""
+    """A new unevaluated array: `prim` applied to the arrays `inputs` on the stream `state`."""
+    k = len(inputs)
+    if k == 2:
+        ins = (inputs[0]._node, inputs[1]._node)
+    elif k == 1:
+        ins = (inputs[0]._node,)
+    else:
+        ins = tuple([x._node for x in inputs])
+    n = Node(shape, dtype, prim, ins, params, state)
+    if TRACING.depth:
+        for i in ins:
+            if i.tracer:
+                n.tracer = True
+                break
     a = array.__new__(array)
-    a._shape = shape
-    a._dtype = dtype
-    a._data = None
-    a._prim = prim
-    a._inputs = inputs
-    a._params = params
-    a._stream = state
-    a._seq = 0
-    a._birth = next(_births)
-    a._error = None
-    a._read = False
-    for x in inputs:
-        x._read = True
+    a._node, a._shape, a._dtype = n, shape, dtype
     return a
 
 
-__all__ = ["array", "alias", "clone", "const", "copy_fields", "node", "StreamError"]
+__all__ = ["array", "alias", "const", "node", "wrap", "StreamError"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as dt
-from .array import array
+from .array import array, wrap
+from .graph import Node
 
 _CPU, _CUDA = 1, 2
 _NARROW = {np.dtype(np.float64): np.dtype(np.float32),
@@ -13,10 +14,7 @@ _NARROW = {np.dtype(np.float64): np.dtype(np.float32),
 
 def _wrap(data, state=None) -> array:
     """An evaluated array around `data` itself (no copy)."""
-    out = array(0)
-    out._data, out._shape, out._dtype = data, tuple(data.shape), dt.from_numpy(data.dtype)
-    out._stream = state
-    return out
+    return wrap(Node(tuple(data.shape), dt.from_numpy(data.dtype), stream=state, data=data))
 
 
 def from_dlpack(x, /, *, copy=None) -> array:

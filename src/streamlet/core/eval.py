@@ -1,22 +1,24 @@
 """eval and async_eval: order the graph, place waits between streams, dispatch."""
 from __future__ import annotations
 
+import math
 import operator
 import threading
 
-from .array import array
+from .array import array, raise_error
 from .scheduler import POOL, Batch, drain, run_batch, run_node
 from .stream import check_usable
 
 _enqueue_lock = threading.Lock()  # one eval's batches enter all their streams' queues at once
 SMALL_WORK = 1 << 16  # elements: below this a thread hand-off costs more than it saves
-_birth = operator.attrgetter("_birth")
+_birth = operator.attrgetter("birth")
 
 
 def _flatten(args, out):
+    """The nodes of the arrays in `args` (arrays, or nested lists, tuples and dicts)."""
     for a in args:
         if isinstance(a, array):
-            out.append(a)
+            out.append(a._node)
         elif isinstance(a, (list, tuple)):
             _flatten(a, out)
         elif isinstance(a, dict):
@@ -38,18 +40,18 @@ def _order(outputs):
     stack = []
     pending = False
     for o in outputs:
-        if o._prim is not None and not o._seq:
-            o._seq = -1
+        if o.prim is not None and not o.seq:
+            o.seq = -1
             stack.append(o)
     while stack:
         n = stack.pop()
         found.append(n)
-        for c in n._inputs:
-            if c._prim is not None:
-                if not c._seq:
-                    c._seq = -1
+        for c in n.inputs:
+            if c.prim is not None:
+                if not c.seq:
+                    c.seq = -1
                     stack.append(c)
-                elif c._seq > 0:
+                elif c.seq > 0:
                     pending = True
     if len(found) > 1:
         found.sort(key=_birth)
@@ -67,11 +69,11 @@ def _interleave(order):
     get = stage.get
     for n in order:
         d = 0
-        st = n._stream
-        for c in n._inputs:
+        st = n.stream
+        for c in n.inputs:
             dc = get(id(c))
             if dc is not None:
-                if c._stream is not st:
+                if c.stream is not st:
                     dc += 1
                 if dc > d:
                     d = dc
@@ -82,13 +84,13 @@ def _interleave(order):
 
 def _group(order):
     """Nodes by stream, in graph order; checks each stream may be used from this thread."""
-    first = order[0]._stream
+    first = order[0].stream
     per_state = {first: order}
     for n in order:
-        if n._stream is not first:
+        if n.stream is not first:
             per_state = {}
             for m in _interleave(order):
-                per_state.setdefault(m._stream, []).append(m)
+                per_state.setdefault(m.stream, []).append(m)
             break
     for st in per_state:
         check_usable(st)
@@ -99,9 +101,9 @@ def _waits(st, nodes, numbers):
     """Producers on other streams that each node must wait for, by position."""
     waits = {}
     for i, node in enumerate(nodes):
-        for inp in node._inputs:
-            pst = inp._stream
-            if pst is not st and pst is not None and inp._prim is not None:
+        for inp in node.inputs:
+            pst = inp.stream
+            if pst is not st and pst is not None and inp.prim is not None:
                 waits.setdefault(i, []).append(inp)
                 numbers.setdefault(pst, set()).add(id(inp))
     return waits
@@ -124,7 +126,7 @@ def _enqueue(per_state, pending):
                 seq = st.issued
                 for n in nodes:
                     seq += 1
-                    n._seq = seq
+                    n.seq = seq
                 st.issued = seq
                 st.queue.append(Batch(nodes, waits, signals, seq))
                 if not st.active:
@@ -136,7 +138,7 @@ def _enqueue(per_state, pending):
 def _run_here(order, per_state):
     """Run every batch of this eval on the calling thread, in graph order."""
     if len(per_state) == 1:
-        st = order[0]._stream
+        st = order[0].stream
         batch = st.queue[0]
         run_batch(st, batch, True)
         st.finish(batch)
@@ -146,16 +148,16 @@ def _run_here(order, per_state):
         batch.nodes = None  # `order` alone holds the nodes, and lets each go once it has run
     for i, node in enumerate(order):
         order[i] = None
-        for inp in node._inputs:
-            if inp._prim is not None:  # a producer from an earlier eval, still running
-                inp._stream.wait(inp._seq)
-        run_node(node, node._stream)
+        for inp in node.inputs:
+            if inp.data is None and inp.error is None and inp.prim is not None:
+                inp.stream.wait(inp.seq)  # a producer of an earlier eval, still running
+        run_node(node, node.stream)
     del node
     for st, batch in zip(per_state, batches):
         st.finish(batch)
 
 
-def _dispatch(outputs, blocking):
+def dispatch(outputs, blocking):
     order, pending = _order(outputs)
     if not order:
         return
@@ -163,7 +165,7 @@ def _dispatch(outputs, blocking):
         per_state = _group(order)
     except BaseException:
         for n in order:
-            n._seq = 0
+            n.seq = 0
         raise
     if len(per_state) == 1 and blocking:
         work = None
@@ -190,7 +192,7 @@ def _dispatch(outputs, blocking):
 def _work(st, nodes):
     """Elements a stream's batch computes on this host; GPU launches are asynchronous, so
     one thread issues every GPU stream's work and the device still overlaps them."""
-    return 0 if st.stream.device.type.value else sum(n.size for n in nodes)
+    return 0 if st.stream.device.type.value else sum(math.prod(n.shape) for n in nodes)
 
 
 def _runs_here(work, blocking, pending):
@@ -213,15 +215,16 @@ def eval(*args) -> None:
     >>> mx.eval(a); a.tolist()
     [2.0, 2.0]
     """
-    outputs = [args[0]] if len(args) == 1 and type(args[0]) is array else _flatten(args, [])
-    _dispatch(outputs, blocking=True)
-    for a in outputs:
-        if a._prim is not None:
-            a._stream.wait(a._seq)
-        if a._error is not None:
-            a._raise()
+    outputs = [args[0]._node] if len(args) == 1 and type(args[0]) is array else \
+        _flatten(args, [])
+    dispatch(outputs, blocking=True)
+    for n in outputs:
+        if n.prim is not None:
+            n.stream.wait(n.seq)
+        if n.error is not None:
+            raise_error(n)
 
 
 def async_eval(*args) -> None:
     """Schedule arrays for evaluation and return at once; a later read or eval waits."""
-    _dispatch(_flatten(args, []), blocking=False)
+    dispatch(_flatten(args, []), blocking=False)

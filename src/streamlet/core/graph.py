@@ -1,5 +1,8 @@
-"""Graph nodes: Primitive descriptions and the constructor every op builder uses."""
+"""The graph: primitives (what an op computes and its transform rules) and nodes."""
 from __future__ import annotations
+
+import itertools
+import threading
 
 
 class Primitive:
@@ -28,3 +31,66 @@ class Primitive:
 
     def __repr__(self):
         return f"Primitive({self.name})"
+
+
+_births = itertools.count(1)  # build order of nodes: a topological order of the graph
+
+
+class Node:
+    """One value of the graph: what computes it (`prim` on `inputs`, with `params`, on
+    `stream`), then its `data` or its `error`.
+
+    A node never changes meaning.  Leaves (constants, `mx.array` values) have no `prim`;
+    so has a computed node once it has run, unless a transform traces it (`tracer`):
+    then it keeps its `prim` and `inputs` for the transform to walk.  `seq` is its
+    number on its stream's timeline (0: not scheduled, -1: being ordered by eval);
+    `birth` orders nodes as they were built, producers first.
+    """
+
+    __slots__ = ("shape", "dtype", "prim", "inputs", "params", "stream", "seq", "birth",
+                 "data", "error", "tracer", "__weakref__")
+
+    def __init__(self, shape, dtype, prim=None, inputs=(), params=None, stream=None,
+                 data=None):
+        self.shape = shape
+        self.dtype = dtype
+        self.prim = prim
+        self.inputs = inputs
+        self.params = params
+        self.stream = stream
+        self.seq = 0
+        self.birth = next(_births) if prim is not None else 0
+        self.data = data
+        self.error = None
+        self.tracer = False
+
+    def __repr__(self):
+        what = self.prim.name if self.prim is not None else "leaf"
+        return f"Node({what}, {self.shape}, {self.dtype})"
+
+
+class Tracing:
+    """How many transforms are tracing a function now, in any thread.
+
+    While one is, nodes built from tracer inputs are tracers too and keep their graph
+    once they have run, so the transform can walk it after an `eval` inside the traced
+    function.  `with TRACING:` counts one transform in.
+    """
+
+    __slots__ = ("depth", "_lock")
+
+    def __init__(self):
+        self.depth = 0
+        self._lock = threading.Lock()  # guards depth against two threads' transforms
+
+    def __enter__(self):
+        with self._lock:
+            self.depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self.depth -= 1
+
+
+TRACING = Tracing()

@@ -5,8 +5,13 @@ from . import ops
 from .array import alias, array
 
 
-def _binary(fn, reflected=False):
-    if reflected:
+def _binary(fn, reflected=False, inplace=False):
+    if inplace:
+        def method(self, other):
+            if type(other) in _OPERANDS or _operand(other):
+                return self._rebind(fn(self, other))
+            return NotImplemented
+    elif reflected:
         def method(self, other):
             if type(other) in _OPERANDS or _operand(other):
                 return fn(other, self)
@@ -43,7 +48,7 @@ def install():
     for name, fn in _BINARY.items():
         setattr(array, f"__{name}__", _binary(fn))
         setattr(array, f"__r{name}__", _binary(fn, reflected=True))
-        setattr(array, f"__i{name}__", _binary(fn))
+        setattr(array, f"__i{name}__", _binary(fn, inplace=True))
     for name, fn in _COMPARE.items():
         setattr(array, f"__{name}__", _binary(fn))
     array.__hash__ = object.__hash__

@@ -17,6 +17,7 @@ import threading
 import warnings
 
 from ..backend import for_device_type
+from .graph import TRACING
 from .memory import TRACK_BYTES, track as track_memory
 
 # MLX computes inf and nan silently.  NumPy warns from the frame that called the
@@ -121,36 +122,38 @@ def run_node(node, state):
     """Run one node's kernel; a failure becomes a StreamError stored in the node.
 
     `backend.execute` sees the node with its inputs, so a GPU backend can order
-    itself after inputs made on other devices or streams.
+    itself after inputs made on other devices or streams.  Once run, the node lets
+    go of its inputs, unless a transform is tracing it.
     """
     backend = state.backend
     args = []
-    for a in node._inputs:
-        if a._error is not None:
-            node._error = a._error
+    for a in node.inputs:
+        if a.error is not None:
+            node.error = a.error
             break
-        st = a._stream
-        args.append(a._data if st is None or st.backend is backend else backend.import_from(a))
+        st = a.stream
+        args.append(a.data if st is None or st.backend is backend else backend.import_from(a))
     else:
         try:
-            data = node._data = backend.execute(node, args)
+            data = node.data = backend.execute(node, args)
             if data.nbytes >= TRACK_BYTES:  # small buffers cost more to watch than to make
                 track_memory(data)
         except Exception as exc:  # any kernel failure poisons the node, never the process
-            node._error = StreamError(_message(node, exc))
-            node._error.__cause__ = exc
-    if node._error is not None:
+            node.error = StreamError(_message(node, exc))
+            node.error.__cause__ = exc
+    if node.error is not None:
         with state.lock:
-            if all(e is not node._error for e in state.errors):
-                state.errors.append(node._error)
-    node._prim = None
-    node._inputs = ()
-    node._params = None
+            if all(e is not node.error for e in state.errors):
+                state.errors.append(node.error)
+    if not (node.tracer and TRACING.depth):
+        node.prim = None
+        node.inputs = ()
+        node.params = None
 
 
 def _message(node, exc):
     text = str(exc) or type(exc).__name__
-    return text if text.startswith("[") else f"[{node._prim.name}] {text}"
+    return text if text.startswith("[") else f"[{node.prim.name}] {text}"
 
 
 def run_batch(state, batch, blocking) -> bool:
@@ -159,10 +162,10 @@ def run_batch(state, batch, blocking) -> bool:
     for i in range(batch.pos, len(nodes)):
         if waits and i in waits:
             for producer in waits[i]:
-                pstate = producer._stream
+                pstate = producer.stream
                 if blocking:
-                    pstate.wait(producer._seq)
-                elif pstate.when_done(producer._seq, lambda: POOL.submit(state)):
+                    pstate.wait(producer.seq)
+                elif pstate.when_done(producer.seq, lambda: POOL.submit(state)):
                     batch.pos = i
                     return False
             del waits[i]  # and with it this batch's hold on the producers' buffers
@@ -170,7 +173,7 @@ def run_batch(state, batch, blocking) -> bool:
         nodes[i] = None  # an intermediate's buffer is freed once its last consumer has run
         run_node(node, state)
         if signals and i in signals:
-            state.advance(node._seq)
+            state.advance(node.seq)
     batch.pos = len(nodes)
     return True
 

@@ -29,8 +29,12 @@ _consts: dict = {}  # (type, value, dtype) -> a shared scalar input; values are 
 
 
 def scalar(value, dtype) -> array:
-    """The scalar input `value` as `dtype`, shared between ops that use the same one."""
-    key = (type(value), value, dtype)
+    """The scalar input `value` as `dtype`, shared between ops that use the same one.
+
+    Keys compare by value, and 0.0 == -0.0 (and 0j == -0j): zeros are keyed by their
+    repr too, so each sign keeps its own constant; a NaN never equals a key.
+    """
+    key = (type(value), value, dtype) if value else (type(value), repr(value), dtype)
     c = _consts.get(key)
     if c is None:
         if len(_consts) > 4096:

@@ -7,10 +7,7 @@ MLX); arrays built from the old `a` keep reading the old value.
 from __future__ import annotations
 
 import builtins
-import gc
-import sys
 
-from ..array import clone, copy_fields
 from . import build as b
 from .indexing import _int_indices, along_axis_shape, fill_index, parse_index
 
@@ -86,25 +83,9 @@ def setitem(a, index, value, *, stream=None):
     return _update(a, index, value, "set", "setitem", stream)
 
 
-def _redirect_consumers(a, old):
-    """Point unevaluated nodes that read `a` at `old`, its value before the update."""
-    for holder in gc.get_referrers(a):
-        if type(holder) is tuple:
-            for owner in gc.get_referrers(holder):
-                if type(owner) is b.array and owner._inputs is holder:
-                    owner._inputs = tuple(old if x is a else x for x in holder)
-
-
 def assign(a, index, value):
-    """`a[index] = value`: rebind the Python object `a` to the update's node."""
-    if a._prim is not None and a._seq:
-        a._wait()  # scheduled already: let it finish before its fields change
-    old = clone(a)
-    # Only a node built on `a` can need its old value, and only while something besides
-    # the caller's name holds `a` (4 references: that name, two frames, getrefcount).
-    if a._read and sys.getrefcount(a) > 4:
-        _redirect_consumers(a, old)
-    copy_fields(setitem(old, index, value), a)
+    """`a[index] = value`: point the handle `a` at the update's node."""
+    a._rebind(setitem(a, index, value))
 
 
 class _AtIndexer:
@@ -233,6 +214,6 @@ def depends(inputs, dependencies):
     single = isinstance(inputs, b.array)
     xs = [inputs] if single else list(inputs)
     deps = [dependencies] if isinstance(dependencies, b.array) else list(dependencies)
-    out = [b.node(_DEPENDS, (x, *deps), x._shape, x._dtype, b.NO_PARAMS, x._stream or
+    out = [b.node(_DEPENDS, (x, *deps), x._shape, x._dtype, b.NO_PARAMS, x._node.stream or
                   b.resolve(None)) for x in xs]
     return out[0] if single else out
