@@ -5,7 +5,7 @@
 >>> (mx.ones((2,)) + mx.ones((2,), stream=s)).tolist()
 [2.0, 2.0]
 """
-from . import cuda, fft, linalg, metal, random  # noqa: F401
+from . import cuda, distributed, fft, linalg, metal, random  # noqa: F401
 from . import operators as _operators
 from .array import array  # noqa: F401
 from .device import (Device, DeviceType, cpu, device_count, device_info,  # noqa: F401

@@ -1,0 +1,240 @@
+"""The communication ops: graph nodes whose kernels call the group's engine.
+
+Each op is lazy and runs on the stream it is given (by default the default stream of the
+engine's device: the CPU for MPI, the GPU for NCCL), after the communication built
+before it (see `order`).  On a group of one, the reductions and the gather return their
+input unchanged and send and recv raise, as in MLX.
+"""
+from __future__ import annotations
+
+from ..array import alias
+from ..device import DeviceType
+from ..ops import build as b
+from . import order
+from .group import Group, init
+
+_DEVICES = {"cpu": DeviceType.cpu, "gpu": DeviceType.gpu}
+
+
+def _group(group, op: str) -> Group:
+    if group is None:
+        return init()
+    if not isinstance(group, Group):
+        raise TypeError(f"[{op}] Expected a distributed Group, got {type(group).__name__}.")
+    return group
+
+
+def _node(op, inputs, shape, dtype, group, stream, **params):
+    """One communication node of `op` on the stream that `stream` names."""
+    comm = group._comm
+    comm.check(op, dtype.np)
+    state = b.resolve(_DEVICES[comm.device] if stream is None else stream)
+    return order.build(PRIMS[op], inputs, shape, dtype, {"comm": comm, **params}, state)
+
+
+def _pad(grads, primals):
+    """Rule results for the data inputs, then None for the order input (no gradient)."""
+    return list(grads) + [None] * (len(primals) - len(grads))
+
+
+# -- kernels: `after` is the order input, whose value is not needed ---------------------
+def _reduce_kernel(reduction):
+    def kernel(xp, x, *after, comm):
+        return comm.all_reduce(xp, x, reduction)
+    return kernel
+
+
+def _gather_kernel(xp, x, *after, comm):
+    return comm.all_gather(xp, x)
+
+
+def _scatter_kernel(xp, x, *after, comm):
+    return comm.sum_scatter(xp, x)
+
+
+def _send_kernel(xp, x, *after, comm, dst):
+    return comm.send(xp, x, dst)
+
+
+def _recv_kernel(xp, *after, comm, src, out_shape, npdtype):
+    return comm.recv(xp, out_shape, npdtype, src)
+
+
+# -- transform rules, built from ops -------------------------------------------------
+def _reduce_rules(name):
+    def vjp(cot, out, *primals, comm):  # as MLX: the cotangent passes through unchanged
+        return _pad([cot], primals)
+
+    def jvp(tangents, out, *primals, comm):
+        t = tangents[0]
+        return PUBLIC[name](t, group=Group(comm)) if t is not None else _zeros_like(out)
+
+    def vmap(axes, x, *after, comm):
+        return PUBLIC[name](x, group=Group(comm)), axes[0]
+
+    return {"vjp": vjp, "jvp": jvp, "vmap": vmap}
+
+
+def _zeros_like(x):
+    from ..ops.creation import zeros_like
+    return zeros_like(x)
+
+
+def _gather_vjp(cot, out, x, *after, comm):
+    if not x._shape:
+        return _pad([cot[comm.rank]], (x, *after))
+    n = x._shape[0]
+    return _pad([cot[comm.rank * n:(comm.rank + 1) * n]], (x, *after))
+
+
+def _gather_jvp(tangents, out, *primals, comm):
+    t = tangents[0]
+    return all_gather(t, group=Group(comm)) if t is not None else _zeros_like(out)
+
+
+def _gather_vmap(axes, x, *after, comm):
+    """Each example gathers along its own first axis: put the batch axis second."""
+    from ..ops.shape import expand_dims, moveaxis, swapaxes
+    x = moveaxis(x, axes[0], 0)
+    x = expand_dims(x, 0) if x.ndim == 1 else swapaxes(x, 0, 1)
+    return all_gather(x, group=Group(comm)), 1
+
+
+def _send_vmap(axes, x, *after, comm, dst):
+    return send(x, dst, group=Group(comm)), axes[0]
+
+
+PRIMS = {
+    "all_sum": b.make("all_sum", _reduce_kernel("sum"), **_reduce_rules("all_sum")),
+    "all_max": b.make("all_max", _reduce_kernel("max"), **_reduce_rules("all_max")),
+    "all_min": b.make("all_min", _reduce_kernel("min"), **_reduce_rules("all_min")),
+    "all_gather": b.make("all_gather", _gather_kernel, vjp=_gather_vjp, jvp=_gather_jvp,
+                         vmap=_gather_vmap),
+    "sum_scatter": b.make("sum_scatter", _scatter_kernel),
+    "send": b.make("send", _send_kernel, vmap=_send_vmap),
+    "recv": b.make("recv", _recv_kernel),
+}
+
+
+# -- the public ops --------------------------------------------------------------------
+def _all_reduce(op, x, group, stream):
+    x = b.as_array(x, op)
+    group = _group(group, op)
+    if group.size() == 1:
+        return alias(x)
+    return _node(op, (x,), x._shape, x._dtype, group, stream)
+
+
+def all_sum(x, *, group=None, stream=None):
+    """Sum `x` over every process of `group` (None: the world from `init()`).
+
+    >>> mx.distributed.all_sum(mx.array([1.0, 2.0])).tolist()   # alone: x itself
+    [1.0, 2.0]
+    """
+    return _all_reduce("all_sum", x, group, stream)
+
+
+def all_max(x, *, group=None, stream=None):
+    """The elementwise maximum of `x` over every process of `group`.
+
+    >>> mx.distributed.all_max(mx.array([3, 1])).tolist()
+    [3, 1]
+    """
+    return _all_reduce("all_max", x, group, stream)
+
+
+def all_min(x, *, group=None, stream=None):
+    """The elementwise minimum of `x` over every process of `group`.
+
+    >>> mx.distributed.all_min(mx.array([3, 1])).tolist()
+    [3, 1]
+    """
+    return _all_reduce("all_min", x, group, stream)
+
+
+def all_gather(x, *, group=None, stream=None):
+    """The `x` of every process of `group`, concatenated along the first axis in rank
+    order (a scalar `x` gives a vector of one entry per process).
+
+    >>> mx.distributed.all_gather(mx.ones((2, 3))).shape
+    (2, 3)
+    """
+    x = b.as_array(x, "all_gather")
+    group = _group(group, "all_gather")
+    n = group.size()
+    if n == 1:
+        return alias(x)
+    shape = (x._shape[0] * n,) + x._shape[1:] if x._shape else (n,)
+    return _node("all_gather", (x,), shape, x._dtype, group, stream)
+
+
+def sum_scatter(x, *, group=None, stream=None):
+    """Sum `x` over the group and keep this process's share of the first axis: the rows
+    `rank * k` to `(rank + 1) * k` of the sum, with `k = x.shape[0] // group.size()`.
+
+    >>> mx.distributed.sum_scatter(mx.ones((4, 2))).shape
+    (4, 2)
+    """
+    x = b.as_array(x, "sum_scatter")
+    group = _group(group, "sum_scatter")
+    n = group.size()
+    if n == 1:
+        return alias(x)
+    if not x._shape or x._shape[0] % n:
+        raise ValueError(f"[sum_scatter] Invalid shape={x._shape} for a group of size {n}. "
+                         "The first dimension (axis 0) must be divisible by the group size "
+                         "and the input must have at least one.")
+    shape = (x._shape[0] // n,) + x._shape[1:]
+    return _node("sum_scatter", (x,), shape, x._dtype, group, stream)
+
+
+def _peer(rank, group, op, what):
+    if not isinstance(rank, int) or isinstance(rank, bool):
+        raise TypeError(f"[{op}] Expected an integer {what}, got {type(rank).__name__}.")
+    if group.size() == 1:
+        raise ValueError(f"Cannot {op} {'to' if op == 'send' else 'from'} a singleton group")
+    if not 0 <= rank < group.size():
+        raise ValueError(f"[{op}] Invalid {what}={rank} for a group of size {group.size()}")
+
+
+def send(x, dst, *, group=None, stream=None):
+    """Send `x` to the process of rank `dst` in `group`; returns an array equal to `x`
+    whose evaluation performs the send.
+
+    >>> mx.distributed.send(mx.ones(2), 0)
+    Traceback (most recent call last):
+    ValueError: Cannot send to a singleton group
+    """
+    x = b.as_array(x, "send")
+    group = _group(group, "send")
+    _peer(dst, group, "send", "destination")
+    return _node("send", (x,), x._shape, x._dtype, group, stream, dst=dst)
+
+
+def recv(shape, dtype, src, *, group=None, stream=None):
+    """Receive an array of `shape` and `dtype` from the process of rank `src` in `group`.
+
+    >>> mx.distributed.recv((2,), mx.float32, 0)
+    Traceback (most recent call last):
+    ValueError: Cannot recv from a singleton group
+    """
+    shape = b.check_shape(shape, "recv")
+    dtype = b.dt.as_dtype(dtype)
+    group = _group(group, "recv")
+    _peer(src, group, "recv", "source")
+    return _node("recv", (), shape, dtype, group, stream, src=src,
+                 out_shape=shape, npdtype=dtype.np)
+
+
+def recv_like(x, src, *, group=None, stream=None):
+    """Receive an array shaped and typed like `x` from the process of rank `src`.
+
+    >>> mx.distributed.recv_like(mx.ones(2), 0)
+    Traceback (most recent call last):
+    ValueError: Cannot recv from a singleton group
+    """
+    x = b.as_array(x, "recv_like")
+    return recv(x._shape, x._dtype, src, group=group, stream=stream)
+
+
+PUBLIC = {"all_sum": all_sum, "all_max": all_max, "all_min": all_min}
