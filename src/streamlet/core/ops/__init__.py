@@ -37,3 +37,5 @@ from .updates import depends, put_along_axis, slice_update  # noqa: F401
 _scan = __import__(__name__ + ".scan", fromlist=["x"])
 globals().update({name: getattr(_elementwise, name) for name in ALIASES})
 globals().update({name: getattr(_scan, name) for name in SCANS})
+from .conv import conv1d, conv2d, conv3d, conv_general, conv_transpose1d, conv_transpose2d, \
+    conv_transpose3d  # noqa: F401
