@@ -1,0 +1,17 @@
+/* streamlet's MLX-C: evaluation. */
+#ifndef MLX_TRANSFORMS_H
+#define MLX_TRANSFORMS_H
+
+#include "mlx/c/array.h"
+#include "mlx/c/vector.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+@DECLS@
+#ifdef __cplusplus
+}
+#endif
+
+#endif
