@@ -238,6 +238,19 @@ def resolve(s):
     return _concrete(s, "stream")._state
 
 
+def build_on(state):
+    """Make ops built on this thread without `stream=` go to `state` (the transforms put
+    each op they derive from a node on that node's stream); returns the previous state
+    for `restore_build`."""
+    prev = (_local.current, _local.generation)
+    _local.current, _local.generation = state, _generation[0]
+    return prev
+
+
+def restore_build(prev) -> None:
+    _local.current, _local.generation = prev
+
+
 class StreamContext:
     """Inside it, this thread's default device and that device's default stream are `s`'s."""
 

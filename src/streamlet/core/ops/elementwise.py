@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from . import build as b
-from . import factory
+from . import factory, rules
 from .build import dt
 from .special import erf_kernel, erfinv_kernel
 
@@ -95,51 +95,65 @@ def _signed_inf(sign):
     return kernel
 
 
+def _conj_if(d, x):
+    """`d`, conjugated for complex `x` (abs: d|z| = Re(conj(sign z) dz))."""
+    return conj(d) if x._dtype.kind == "c" else d  # noqa: F821 (from the table)
+
+
+# name: (kernel(xp, a), output dtype rule, refused kinds, derivative(x, out) or ZERO)
 UNARY = {
-    "abs": (lambda xp, a: xp.abs(a), _abs_rule, ""),
-    "negative": (lambda xp, a: xp.negative(a), _same, "b"),
-    "sign": (_sign, _same, ""),
-    "square": (_square, _same, ""),
-    "sqrt": (lambda xp, a: xp.sqrt(a), dt.to_inexact, ""),
-    "rsqrt": (_rsqrt, dt.to_inexact, ""),
-    "exp": (lambda xp, a: xp.exp(a), dt.to_inexact, ""),
-    "expm1": (lambda xp, a: xp.expm1(a), dt.to_inexact, "c"),
-    "log": (lambda xp, a: xp.log(a), dt.to_inexact, ""),
-    "log1p": (lambda xp, a: xp.log1p(a), dt.to_inexact, ""),
-    "log2": (lambda xp, a: xp.log2(a), dt.to_inexact, ""),
-    "log10": (lambda xp, a: xp.log10(a), dt.to_inexact, ""),
-    "sin": (lambda xp, a: xp.sin(a), dt.to_inexact, ""),
-    "cos": (lambda xp, a: xp.cos(a), dt.to_inexact, ""),
-    "tan": (lambda xp, a: xp.tan(a), dt.to_inexact, ""),
-    "tanh": (lambda xp, a: xp.tanh(a), dt.to_inexact, ""),
-    "sigmoid": (_sigmoid, dt.to_inexact, "c"),
-    "erf": (erf_kernel, dt.to_inexact, "c"),
-    "erfinv": (erfinv_kernel, dt.to_inexact, "c"),
-    "floor": (_identity_for_ints(lambda xp, a: xp.floor(a)), _same, "c"),
-    "ceil": (_identity_for_ints(lambda xp, a: xp.ceil(a)), _same, "c"),
-    "isnan": (_isnan, _bool, ""),
-    "isinf": (_isinf, _bool, ""),
-    "isfinite": (_isfinite, _bool, ""),
-    "logical_not": (lambda xp, a: xp.logical_not(a), _bool, ""),
-    "bitwise_invert": (_invert, _same, "fc"),
-    "arcsin": (lambda xp, a: xp.arcsin(a), dt.to_inexact, ""),
-    "arccos": (lambda xp, a: xp.arccos(a), dt.to_inexact, ""),
-    "arctan": (lambda xp, a: xp.arctan(a), dt.to_inexact, ""),
-    "arcsinh": (lambda xp, a: xp.arcsinh(a), dt.to_inexact, ""),
-    "arccosh": (lambda xp, a: xp.arccosh(a), dt.to_inexact, ""),
-    "arctanh": (lambda xp, a: xp.arctanh(a), dt.to_inexact, ""),
-    "sinh": (lambda xp, a: xp.sinh(a), dt.to_inexact, ""),
-    "cosh": (lambda xp, a: xp.cosh(a), dt.to_inexact, ""),
-    "degrees": (_scaled(180 / math.pi), dt.to_inexact, ""),
-    "radians": (_scaled(math.pi / 180), dt.to_inexact, ""),
-    "reciprocal": (_reciprocal, dt.to_inexact, ""),
-    "conj": (lambda xp, a: xp.conj(a), _same, ""),
-    "real": (lambda xp, a: xp.real(a), _abs_rule, ""),
-    "imag": (_imag, _abs_rule, ""),
-    "isposinf": (_signed_inf(1), _bool, ""),
-    "isneginf": (_signed_inf(-1), _bool, ""),
-    "trunc": (_identity_for_ints(lambda xp, a: xp.trunc(a)), _same, "c"),
-    "positive": (lambda xp, a: a, _same, ""),
+    "abs": (lambda xp, a: xp.abs(a), _abs_rule, "", lambda x, y: _conj_if(sign(x), x)),
+    "negative": (lambda xp, a: xp.negative(a), _same, "b", lambda x, y: -1),
+    "sign": (_sign, _same, "", rules.ZERO),
+    "square": (_square, _same, "", lambda x, y: 2 * x),
+    "sqrt": (lambda xp, a: xp.sqrt(a), dt.to_inexact, "", lambda x, y: 0.5 / y),
+    "rsqrt": (_rsqrt, dt.to_inexact, "", lambda x, y: -0.5 * y / x),
+    "exp": (lambda xp, a: xp.exp(a), dt.to_inexact, "", lambda x, y: y),
+    "expm1": (lambda xp, a: xp.expm1(a), dt.to_inexact, "c", lambda x, y: y + 1),
+    "log": (lambda xp, a: xp.log(a), dt.to_inexact, "", lambda x, y: reciprocal(x)),
+    "log1p": (lambda xp, a: xp.log1p(a), dt.to_inexact, "", lambda x, y: reciprocal(x + 1)),
+    "log2": (lambda xp, a: xp.log2(a), dt.to_inexact, "",
+              lambda x, y: reciprocal(x * math.log(2))),
+    "log10": (lambda xp, a: xp.log10(a), dt.to_inexact, "",
+              lambda x, y: reciprocal(x * math.log(10))),
+    "sin": (lambda xp, a: xp.sin(a), dt.to_inexact, "", lambda x, y: cos(x)),
+    "cos": (lambda xp, a: xp.cos(a), dt.to_inexact, "", lambda x, y: -sin(x)),
+    "tan": (lambda xp, a: xp.tan(a), dt.to_inexact, "", lambda x, y: reciprocal(square(cos(x)))),
+    "tanh": (lambda xp, a: xp.tanh(a), dt.to_inexact, "", lambda x, y: 1 - square(y)),
+    "sigmoid": (_sigmoid, dt.to_inexact, "c", lambda x, y: y * (1 - y)),
+    "erf": (erf_kernel, dt.to_inexact, "c",
+              lambda x, y: (2 / math.sqrt(math.pi)) * exp(-square(x))),
+    "erfinv": (erfinv_kernel, dt.to_inexact, "c",
+              lambda x, y: (math.sqrt(math.pi) / 2) * exp(square(y))),
+    "floor": (_identity_for_ints(lambda xp, a: xp.floor(a)), _same, "c", rules.ZERO),
+    "ceil": (_identity_for_ints(lambda xp, a: xp.ceil(a)), _same, "c", rules.ZERO),
+    "isnan": (_isnan, _bool, "", rules.ZERO),
+    "isinf": (_isinf, _bool, "", rules.ZERO),
+    "isfinite": (_isfinite, _bool, "", rules.ZERO),
+    "logical_not": (lambda xp, a: xp.logical_not(a), _bool, "", rules.ZERO),
+    "bitwise_invert": (_invert, _same, "fc", rules.ZERO),
+    "arcsin": (lambda xp, a: xp.arcsin(a), dt.to_inexact, "", lambda x, y: rsqrt(1 - square(x))),
+    "arccos": (lambda xp, a: xp.arccos(a), dt.to_inexact, "", lambda x, y: -rsqrt(1 - square(x))),
+    "arctan": (lambda xp, a: xp.arctan(a), dt.to_inexact, "",
+              lambda x, y: reciprocal(1 + square(x))),
+    "arcsinh": (lambda xp, a: xp.arcsinh(a), dt.to_inexact, "",
+              lambda x, y: rsqrt(square(x) + 1)),
+    "arccosh": (lambda xp, a: xp.arccosh(a), dt.to_inexact, "",
+              lambda x, y: rsqrt(square(x) - 1)),
+    "arctanh": (lambda xp, a: xp.arctanh(a), dt.to_inexact, "",
+              lambda x, y: reciprocal(1 - square(x))),
+    "sinh": (lambda xp, a: xp.sinh(a), dt.to_inexact, "", lambda x, y: cosh(x)),
+    "cosh": (lambda xp, a: xp.cosh(a), dt.to_inexact, "", lambda x, y: sinh(x)),
+    "degrees": (_scaled(180 / math.pi), dt.to_inexact, "", lambda x, y: 180 / math.pi),
+    "radians": (_scaled(math.pi / 180), dt.to_inexact, "", lambda x, y: math.pi / 180),
+    "reciprocal": (_reciprocal, dt.to_inexact, "", lambda x, y: -square(y)),
+    "conj": (lambda xp, a: xp.conj(a), _same, "", rules.CONJ),
+    "real": (lambda xp, a: xp.real(a), _abs_rule, "", lambda x, y: 1),
+    "imag": (_imag, _abs_rule, "", lambda x, y: -1j if x._dtype.kind == "c" else 0),
+    "isposinf": (_signed_inf(1), _bool, "", rules.ZERO),
+    "isneginf": (_signed_inf(-1), _bool, "", rules.ZERO),
+    "trunc": (_identity_for_ints(lambda xp, a: xp.trunc(a)), _same, "c", rules.ZERO),
+    "positive": (lambda xp, a: a, _same, "", lambda x, y: 1),
 }
 
 def _int_power(xp, x, y):
@@ -170,33 +184,74 @@ def _logaddexp(xp, x, y):
     return xp.logaddexp(x, y)
 
 
-# name: (kernel(xp, x, y) on inputs of the common dtype, output rule, refused kinds)
+# Partial derivatives (x, y, out) -> d out / d x (or y), for the transforms' rules.
+def _one(x, y, o):
+    return 1
+
+
+def _minus_one(x, y, o):
+    return -1
+
+
+def _chosen(pick):
+    """The derivative of minimum/maximum: 1 where that input is the one taken."""
+    return lambda x, y, o: pick(x, y).astype(o._dtype)  # noqa: F821 (from the table)
+
+
+def _power_dx(x, y, o):
+    return power(x, y - 1) * y  # noqa: F821
+
+
+def _power_dy(x, y, o):
+    return where(o, log(x) * o, 0)  # noqa: F821 (0 * log 0 is 0)
+
+
+def _atan2_dx(x, y, o):
+    return y / (square(x) + square(y))  # noqa: F821
+
+
+def _atan2_dy(x, y, o):
+    return -x / (square(x) + square(y))  # noqa: F821
+
+
+_CONSTANT = (rules.ZERO, rules.ZERO)  # piecewise constant: comparisons, logic, bits
+
+# name: (kernel(xp, x, y) on inputs of the common dtype, output rule, refused kinds,
+#        partial derivatives)
 BINARY = {
-    "add": (lambda xp, x, y: xp.add(x, y), _same, ""),
-    "subtract": (_subtract, _same, ""),
-    "multiply": (lambda xp, x, y: xp.multiply(x, y), _same, ""),
-    "divide": (lambda xp, x, y: xp.true_divide(x, y), dt.to_inexact, ""),
-    "floor_divide": (lambda xp, x, y: xp.floor_divide(x, y), _same, "c"),
-    "remainder": (lambda xp, x, y: xp.remainder(x, y), _same, "c"),
-    "power": (_power, _same, ""),
-    "minimum": (lambda xp, x, y: xp.minimum(x, y), _same, ""),
-    "maximum": (lambda xp, x, y: xp.maximum(x, y), _same, ""),
-    "arctan2": (lambda xp, x, y: xp.arctan2(x, y), dt.to_inexact, "c"),
-    "equal": (lambda xp, x, y: xp.equal(x, y), _bool, ""),
-    "not_equal": (lambda xp, x, y: xp.not_equal(x, y), _bool, ""),
-    "less": (lambda xp, x, y: xp.less(x, y), _bool, ""),
-    "less_equal": (lambda xp, x, y: xp.less_equal(x, y), _bool, ""),
-    "greater": (lambda xp, x, y: xp.greater(x, y), _bool, ""),
-    "greater_equal": (lambda xp, x, y: xp.greater_equal(x, y), _bool, ""),
-    "logical_and": (_logical(lambda xp, x, y: xp.logical_and(x, y)), _bool, ""),
-    "logical_or": (_logical(lambda xp, x, y: xp.logical_or(x, y)), _bool, ""),
-    "bitwise_and": (lambda xp, x, y: xp.bitwise_and(x, y), _same, "fc"),
-    "bitwise_or": (lambda xp, x, y: xp.bitwise_or(x, y), _same, "fc"),
-    "bitwise_xor": (lambda xp, x, y: xp.bitwise_xor(x, y), _same, "fc"),
-    "left_shift": (lambda xp, x, y: xp.left_shift(x, y), _same, "fc"),
-    "right_shift": (lambda xp, x, y: xp.right_shift(x, y), _same, "fc"),
-    "logaddexp": (_logaddexp, dt.to_inexact, ""),
-    "logical_xor": (_logical(lambda xp, x, y: xp.logical_xor(x, y)), _bool, ""),
+    "add": (lambda xp, x, y: xp.add(x, y), _same, "", (_one, _one)),
+    "subtract": (_subtract, _same, "", (_one, _minus_one)),
+    "multiply": (lambda xp, x, y: xp.multiply(x, y), _same, "",
+                 (lambda x, y, o: y, lambda x, y, o: x)),
+    "divide": (lambda xp, x, y: xp.true_divide(x, y), dt.to_inexact, "",
+               (lambda x, y, o: reciprocal(y), lambda x, y, o: -x / square(y))),  # noqa
+    "floor_divide": (lambda xp, x, y: xp.floor_divide(x, y), _same, "c", _CONSTANT),
+    "remainder": (lambda xp, x, y: xp.remainder(x, y), _same, "c",
+                  (_one, lambda x, y, o: -floor(x / y))),  # noqa: F821
+    "power": (_power, _same, "", (_power_dx, _power_dy)),
+    "minimum": (lambda xp, x, y: xp.minimum(x, y), _same, "",
+                (_chosen(lambda x, y: less(x, y)),  # noqa: F821
+                 _chosen(lambda x, y: greater_equal(x, y)))),  # noqa: F821
+    "maximum": (lambda xp, x, y: xp.maximum(x, y), _same, "",
+                (_chosen(lambda x, y: greater(x, y)),  # noqa: F821
+                 _chosen(lambda x, y: less_equal(x, y)))),  # noqa: F821
+    "arctan2": (lambda xp, x, y: xp.arctan2(x, y), dt.to_inexact, "c", (_atan2_dx, _atan2_dy)),
+    "equal": (lambda xp, x, y: xp.equal(x, y), _bool, "", _CONSTANT),
+    "not_equal": (lambda xp, x, y: xp.not_equal(x, y), _bool, "", _CONSTANT),
+    "less": (lambda xp, x, y: xp.less(x, y), _bool, "", _CONSTANT),
+    "less_equal": (lambda xp, x, y: xp.less_equal(x, y), _bool, "", _CONSTANT),
+    "greater": (lambda xp, x, y: xp.greater(x, y), _bool, "", _CONSTANT),
+    "greater_equal": (lambda xp, x, y: xp.greater_equal(x, y), _bool, "", _CONSTANT),
+    "logical_and": (_logical(lambda xp, x, y: xp.logical_and(x, y)), _bool, "", _CONSTANT),
+    "logical_or": (_logical(lambda xp, x, y: xp.logical_or(x, y)), _bool, "", _CONSTANT),
+    "bitwise_and": (lambda xp, x, y: xp.bitwise_and(x, y), _same, "fc", _CONSTANT),
+    "bitwise_or": (lambda xp, x, y: xp.bitwise_or(x, y), _same, "fc", _CONSTANT),
+    "bitwise_xor": (lambda xp, x, y: xp.bitwise_xor(x, y), _same, "fc", _CONSTANT),
+    "left_shift": (lambda xp, x, y: xp.left_shift(x, y), _same, "fc", _CONSTANT),
+    "right_shift": (lambda xp, x, y: xp.right_shift(x, y), _same, "fc", _CONSTANT),
+    "logaddexp": (_logaddexp, dt.to_inexact, "",
+                  (lambda x, y, o: sigmoid(x - y), lambda x, y, o: sigmoid(y - x))),  # noqa
+    "logical_xor": (_logical(lambda xp, x, y: xp.logical_xor(x, y)), _bool, "", _CONSTANT),
 }
 
 # Other names MLX gives the same ops.

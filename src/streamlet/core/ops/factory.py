@@ -7,6 +7,7 @@ and one that casts its inputs first.
 from __future__ import annotations
 
 from . import build as b
+from . import rules
 from .build import dt
 
 
@@ -27,13 +28,16 @@ def _cast_binary(fn):
     return kernel
 
 
-def unary(name, fn, rule, refused):
+def unary(name, fn, rule, refused, deriv):
     """`op(a, stream=None)` computing `fn(xp, a)`; `rule` maps the input dtype to the output's.
 
     Only `dt.to_inexact` changes the dtype the op computes in (integers become
     float32); other rules describe the output alone (abs of complex, predicates).
+    `deriv(x, out)` is the derivative the transform rules use (`rules.from_derivative`).
     """
-    direct, casting = b.make(name, fn), b.make(name, _cast_unary(fn))
+    transforms = dict(rules.from_derivative(deriv), vmap=rules.elementwise_vmap)
+    direct = b.make(name, fn, **transforms)
+    casting = b.make(name, _cast_unary(fn), **transforms)
     as_array, node, resolve = b.as_array, b.node, b.resolve
 
     def op(a, /, *, stream=None):
@@ -50,9 +54,12 @@ def unary(name, fn, rule, refused):
     return op
 
 
-def binary(name, fn, rule, refused):
-    """`op(a, b, stream=None)` computing `fn(xp, x, y)` on inputs of their common dtype."""
-    direct, casting = b.make(name, fn), b.make(name, _cast_binary(fn))
+def binary(name, fn, rule, refused, partials):
+    """`op(a, b, stream=None)` computing `fn(xp, x, y)` on inputs of their common dtype;
+    `partials` are its two partial derivatives (`rules.from_partials`)."""
+    transforms = dict(rules.from_partials(*partials), vmap=rules.elementwise_vmap)
+    direct = b.make(name, fn, **transforms)
+    casting = b.make(name, _cast_binary(fn), **transforms)
     promote_pair, broadcast, node, resolve = b.promote_pair, b.broadcast_shapes, b.node, b.resolve
     known = {}  # common dtype -> (output dtype, compute dtype, params)
 

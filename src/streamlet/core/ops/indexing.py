@@ -6,6 +6,7 @@ import builtins
 import numpy as np
 
 from . import build as b
+from .rules import to_front
 
 
 class _Slot:
@@ -26,7 +27,34 @@ def _gather(xp, a, *arrays, index):
 
 
 _pyslice = builtins.slice  # `slice` below is the op
-_GETITEM = b.make("getitem", _gather)
+
+
+def _zeros_for(c, x):
+    from .creation import zeros
+    return zeros(x._shape, c._dtype)
+
+
+def _scatter_add(c, x, index):
+    """zeros like `x` with `c` added at `index` (repeated indices add up)."""
+    from .updates import scatter
+    return scatter(_zeros_for(c, x), index, c, "add")
+
+
+def _getitem_vjp(c, out, x, *arrays, index):
+    return (_scatter_add(c, x, fill_index(index, arrays)),) + (None,) * len(arrays)
+
+
+def _getitem_vmap(axes, out, x, *arrays, index):
+    if arrays or axes[0] is None:  # advanced indices move axes around: slice by slice
+        from ..vmap import batch_by_loop
+        return batch_by_loop(axes, out, x, *arrays, index=index)
+    x = to_front(x, axes[0])
+    return getitem(x, (_pyslice(None),) + index), 0
+
+
+_GETITEM = b.make("getitem", _gather, vjp=_getitem_vjp,
+                  jvp=lambda t, out, x, *arrays, index: getitem(t[0], fill_index(index, arrays)),
+                  vmap=_getitem_vmap)
 
 
 def _dummy(shape):
@@ -79,7 +107,17 @@ def _take(xp, a, indices, axis):
     return xp.asarray(xp.take(a, indices, axis))  # NumPy gives a scalar for a 0-d result
 
 
-_TAKE = b.make("take", _take)
+def _take_vmap(axes, out, x, indices, axis):
+    if axes[1] is not None:
+        from ..vmap import batch_by_loop
+        return batch_by_loop(axes, out, x, indices, axis=axis)
+    return take(to_front(x, axes[0]), indices, axis + 1), 0
+
+
+_TAKE = b.make("take", _take,
+               vjp=lambda c, out, x, i, axis: (
+                   lambda: _scatter_add(c, x, (_pyslice(None),) * axis + (i,)), None),
+               jvp=lambda t, out, x, i, axis: take(t[0], i, axis), vmap=_take_vmap)
 
 
 def _int_indices(indices, op):
@@ -121,7 +159,30 @@ def _take_along(xp, a, indices, axis, shape):
     return xp.take_along_axis(a, indices, axis)
 
 
-_TAKE_ALONG = b.make("take_along_axis", _take_along)
+def _along_index(indices, shape, axis):
+    """The full index that picks `indices` along `axis` of an array broadcast to `shape`."""
+    from .creation import arange
+    from .shape import broadcast_to, reshape
+    nd = len(shape)
+    return tuple(broadcast_to(indices, shape) if i == axis else
+                 reshape(arange(n), (1,) * i + (n,) + (1,) * (nd - i - 1))
+                 for i, n in enumerate(shape))
+
+
+def _take_along_vjp(c, out, x, indices, axis, shape):
+    return (lambda: _scatter_add(c, x, _along_index(indices, shape, axis)), None)
+
+
+def _take_along_vmap(axes, out, x, indices, axis, shape):
+    from .shape import expand_dims
+    x = to_front(x, axes[0]) if axes[0] is not None else expand_dims(x, 0)
+    i = to_front(indices, axes[1]) if axes[1] is not None else expand_dims(indices, 0)
+    return take_along_axis(x, i, axis + 1), 0
+
+
+_TAKE_ALONG = b.make("take_along_axis", _take_along, vjp=_take_along_vjp,
+                     jvp=lambda t, out, x, i, axis, shape: take_along_axis(t[0], i, axis),
+                     vmap=_take_along_vmap)
 
 
 def take_along_axis(a, /, indices, axis=-1, *, stream=None):
@@ -145,7 +206,13 @@ def _dynamic_slice(xp, a, starts, axes, sizes):
     return a[tuple(index)]
 
 
-_SLICE = b.make("slice", _dynamic_slice)
+def _dynamic_slice_vjp(c, out, x, starts, axes, sizes):
+    from .updates import slice_update
+    return (slice_update(_zeros_for(c, x), c, starts, axes), None)
+
+
+_SLICE = b.make("slice", _dynamic_slice, vjp=_dynamic_slice_vjp,
+                jvp=lambda t, out, x, starts, axes, sizes: slice(t[0], starts, axes, sizes))
 
 
 def _slice_args(a, start_indices, axes, op):

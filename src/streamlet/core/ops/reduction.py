@@ -6,6 +6,7 @@ import builtins
 
 from . import build as b
 from .build import dt
+from .rules import along_axes, rebuild, to_front
 
 
 def _sum_dtype(d):
@@ -66,20 +67,87 @@ def _var(xp, a, axis, keepdims, ddof, root):
     return xp.sqrt(out) if root else out
 
 
-# name: (kernel(xp, a, axis, keepdims, **extra), output dtype rule, empty allowed)
+# -- transform rules: the cotangent of the reduced result spread back over the input ------
+def _spread(c, x, axis, keepdims):
+    """`c` (shaped like the reduction's result) broadcast back to the input `x`'s shape."""
+    from .shape import broadcast_to, reshape
+    if not keepdims:
+        c = reshape(c, _out_shape(x._shape, axis, True))
+    return broadcast_to(c, x._shape)
+
+
+def _sum_vjp(c, out, x, axis, keepdims, dtype):
+    return (_spread(c, x, axis, keepdims),)
+
+
+def _sum_jvp(t, out, x, axis, keepdims, dtype):
+    return sum(t[0], axis, keepdims)  # noqa: F821 (made from the table)
+
+
+def _mean_vjp(c, out, x, axis, keepdims, dtype):
+    return (_spread(c, x, axis, keepdims) * (1 / builtins.max(_count(x, axis), 1)),)
+
+
+def _mean_jvp(t, out, x, axis, keepdims, dtype):
+    return mean(t[0], axis, keepdims)  # noqa: F821
+
+
+def _extreme_vjp(c, out, x, axis, keepdims, dtype):
+    """max and min: the cotangent shared equally by the elements that reach the extreme."""
+    from .elementwise import equal
+    mask = equal(x, _spread(out, x, axis, keepdims)).astype(c._dtype)
+    share = mask / sum(mask, axis, True)  # noqa: F821
+    return (_spread(c, x, axis, keepdims) * share,)
+
+
+def _prod_vjp(c, out, x, axis, keepdims, dtype):
+    """The product of every other element, from two exclusive cumulative products (no
+    division, so zeros are fine), over the reduced axes gathered last and flattened."""
+    from .scan import cumprod
+    from .shape import reshape, transpose
+    kept = [i for i in range(x.ndim) if i not in axis]
+    order = kept + list(axis)
+    moved = transpose(x, order)
+    flat = reshape(moved, moved._shape[:len(kept)] + (-1,))
+    others = cumprod(flat, -1, inclusive=False) * cumprod(flat, -1, reverse=True,
+                                                          inclusive=False)
+    back = transpose(reshape(others, moved._shape), [order.index(i) for i in range(x.ndim)])
+    return (_spread(c, x, axis, keepdims) * back,)
+
+
+def _logsumexp_vjp(c, out, x, axis, keepdims, dtype):
+    from .elementwise import exp
+    return (_spread(c, x, axis, keepdims) * exp(x - _spread(out, x, axis, keepdims)),)
+
+
+def _no_vjp(c, out, x, **params):
+    return (None,)
+
+
+def _no_jvp(t, out, x, **params):
+    from .rules import zero_tangent
+    return zero_tangent(t, out)
+
+
+# name: (kernel(xp, a, axis, keepdims, **extra), output dtype rule, empty allowed, vjp, jvp)
+# (a rule left None is derived: jvp from vjp by the transform)
 REDUCTIONS = {
     "sum": (lambda xp, a, axis, keepdims, dtype: xp.sum(a, axis, dtype, keepdims=keepdims),
-            _sum_dtype, True),
+            _sum_dtype, True, _sum_vjp, _sum_jvp),
     "prod": (lambda xp, a, axis, keepdims, dtype: xp.prod(a, axis, dtype, keepdims=keepdims),
-             _sum_dtype, True),
-    "max": (lambda xp, a, axis, keepdims, dtype: xp.max(a, axis, keepdims=keepdims), _same, False),
-    "min": (lambda xp, a, axis, keepdims, dtype: xp.min(a, axis, keepdims=keepdims), _same, False),
-    "all": (lambda xp, a, axis, keepdims, dtype: xp.all(a, axis, keepdims=keepdims), _bool, True),
-    "any": (lambda xp, a, axis, keepdims, dtype: xp.any(a, axis, keepdims=keepdims), _bool, True),
-    "mean": (_mean,
-             dt.to_inexact, True),
+             _sum_dtype, True, _prod_vjp, None),
+    "max": (lambda xp, a, axis, keepdims, dtype: xp.max(a, axis, keepdims=keepdims), _same, False,
+            _extreme_vjp, None),
+    "min": (lambda xp, a, axis, keepdims, dtype: xp.min(a, axis, keepdims=keepdims), _same, False,
+            _extreme_vjp, None),
+    "all": (lambda xp, a, axis, keepdims, dtype: xp.all(a, axis, keepdims=keepdims), _bool, True,
+            _no_vjp, _no_jvp),
+    "any": (lambda xp, a, axis, keepdims, dtype: xp.any(a, axis, keepdims=keepdims), _bool, True,
+            _no_vjp, _no_jvp),
+    "mean": (_mean, dt.to_inexact, True, _mean_vjp, _mean_jvp),
     "logsumexp": (lambda xp, a, axis, keepdims, dtype: _logsumexp(xp, a.astype(dtype), axis,
-                                                                 keepdims), dt.to_inexact, True),
+                                                                 keepdims), dt.to_inexact, True,
+                  _logsumexp_vjp, None),
 }
 
 
@@ -106,8 +174,8 @@ def _prepare(a, axis, op, empty_ok):
     return a, axes
 
 
-def _make(name, fn, rule, empty_ok):
-    prim = b.make(name, _kernel(fn))
+def _make(name, fn, rule, empty_ok, vjp, jvp):
+    prim = b.make(name, _kernel(fn), vjp=vjp, jvp=jvp, vmap=along_axes("axis"))
 
     def op(a, /, axis=None, keepdims=False, *, stream=None):
         st = b.resolve(stream)
@@ -126,8 +194,20 @@ for _name, _row in REDUCTIONS.items():
     globals()[_name] = _make(_name, *_row)
 
 
+def _var_vjp(c, out, x, axis, keepdims, dtype, ddof, root):
+    """d var / dx = 2 (x - mean) / (N - ddof); std divides that by 2 std."""
+    from .elementwise import conj
+    centered = x - mean(x, axis, True)  # noqa: F821
+    if x._dtype.kind == "c":
+        centered = conj(centered)
+    scale = 2 / builtins.max(_count(x, axis) - ddof, 1)
+    c = _spread(c if not root else c / (2 * out), x, axis, keepdims)
+    return (c * centered * scale,)
+
+
 _VAR = b.make("var", _kernel(lambda xp, a, axis, keepdims, dtype, ddof, root:
-                             _var(xp, a, axis, keepdims, ddof, root)))
+                             _var(xp, a, axis, keepdims, ddof, root)),
+              vjp=_var_vjp, vmap=along_axes("axis"))
 
 
 def _variance(a, axis, keepdims, ddof, stream, root):
@@ -150,6 +230,17 @@ def std(a, /, axis=None, keepdims=False, ddof=0, *, stream=None):
     return _variance(a, axis, keepdims, ddof, stream, True)
 
 
+def _arg_vmap(axes, out, x, axis, keepdims):
+    """argmax/argmin: over the flattened array when `axis` is None, so per batch row."""
+    from .shape import reshape
+    x = to_front(x, axes[0])
+    size = x._shape[0]
+    if axis is None:
+        res = rebuild(out, (reshape(x, (size, -1)),), (size,), {"axis": 1, "keepdims": False})
+        return reshape(res, (size,) + out._shape), 0
+    return rebuild(out, (x,), (size,) + out._shape, {"axis": axis + 1, "keepdims": keepdims}), 0
+
+
 def _arg(fn):
     def kernel(xp, a, axis, keepdims):
         if axis is None:
@@ -160,7 +251,7 @@ def _arg(fn):
 
 
 def _make_arg(name, kernel):
-    prim = b.make(name, kernel)
+    prim = b.make(name, kernel, vjp=_no_vjp, jvp=_no_jvp, vmap=_arg_vmap)
 
     def op(a, /, axis=None, keepdims=False, *, stream=None):
         st = b.resolve(stream)
@@ -193,7 +284,16 @@ def _softmax(xp, a, axis, dtype, precise):
     return (e / xp.sum(e, axis=axis, keepdims=True)).astype(dtype, copy=False)
 
 
-_SOFTMAX = b.make("softmax", _softmax)
+def _softmax_vjp(c, out, x, axis, dtype, precise):
+    return (out * (c - sum(c * out, axis, True)),)  # noqa: F821
+
+
+def _softmax_jvp(t, out, x, axis, dtype, precise):
+    return out * (t[0] - sum(t[0] * out, axis, True))  # noqa: F821
+
+
+_SOFTMAX = b.make("softmax", _softmax, vjp=_softmax_vjp, jvp=_softmax_jvp,
+                  vmap=along_axes("axis"))
 
 
 def softmax(a, /, axis=None, *, precise=False, stream=None):

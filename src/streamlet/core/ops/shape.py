@@ -7,13 +7,74 @@ import operator
 import numpy as np
 
 from . import build as b
+from . import dims
+from .rules import batch_size, to_front
 
-_RESHAPE = b.make("reshape", lambda xp, a, shape: xp.reshape(a, shape))
-_TRANSPOSE = b.make("transpose", lambda xp, a, axes: xp.transpose(a, axes))
-_BROADCAST = b.make("broadcast_to", lambda xp, a, shape: xp.broadcast_to(a, shape))
+def _reshape_vmap(axes, out, x, shape):
+    x = to_front(x, axes[0])
+    return reshape(x, x._shape[:1] + shape), 0
+
+
+def _transpose_vmap(axes, out, x, axes_):
+    x = to_front(x, axes[0])
+    return transpose(x, (0,) + tuple(a + 1 for a in axes_)), 0
+
+
+def _broadcast_vmap(axes, out, x, shape):
+    x = to_front(x, axes[0])
+    lack = len(shape) - (x.ndim - 1)
+    x = reshape(x, x._shape[:1] + (1,) * lack + x._shape[1:]) if lack else x
+    return broadcast_to(x, x._shape[:1] + shape), 0
+
+
+def _concat_vjp(c, out, *arrays, axis, dtype):
+    bounds = [0]
+    for a in arrays:
+        bounds.append(bounds[-1] + a._shape[axis])
+    return tuple(_slice_of(c, axis, lo, hi) for lo, hi in zip(bounds, bounds[1:]))
+
+
+def _slice_of(c, axis, lo, hi):
+    return lambda: c[(slice(None),) * axis + (slice(lo, hi),)]
+
+
+def _concat_jvp(t, out, *arrays, axis, dtype):
+    from .creation import zeros
+    return concatenate([x if x is not None else zeros(a._shape, out._dtype)
+                        for x, a in zip(t, arrays)], axis)
+
+
+def _concat_vmap(axes, out, *arrays, axis, dtype):
+    size = batch_size(arrays, axes)
+    moved = [to_front(a, ax) if ax is not None else
+             broadcast_to(expand_dims(a, 0), (size,) + a._shape) for a, ax in zip(arrays, axes)]
+    return concatenate(moved, axis + 1), 0
+
+
+def _slice_vjp(c, out, x, index):
+    from .creation import zeros
+    from .updates import setitem
+    return (setitem(zeros(x._shape, c._dtype), index, c),)
+
+
+_RESHAPE = b.make("reshape", lambda xp, a, shape: xp.reshape(a, shape),
+                  vjp=lambda c, out, x, shape: (reshape(c, x._shape),),
+                  jvp=lambda t, out, x, shape: reshape(t[0], shape), vmap=_reshape_vmap)
+_TRANSPOSE = b.make("transpose", lambda xp, a, axes: xp.transpose(a, axes),
+                    vjp=lambda c, out, x, axes: (transpose(c, tuple(np.argsort(axes))),),
+                    jvp=lambda t, out, x, axes: transpose(t[0], axes),
+                    vmap=lambda ax, out, x, axes: _transpose_vmap(ax, out, x, axes))
+# the transform sums a cotangent over the broadcast axes (transforms.fit)
+_BROADCAST = b.make("broadcast_to", lambda xp, a, shape: xp.broadcast_to(a, shape),
+                    vjp=lambda c, out, x, shape: (c,),
+                    jvp=lambda t, out, x, shape: broadcast_to(t[0], shape),
+                    vmap=_broadcast_vmap)
 _CONCAT = b.make("concatenate", lambda xp, *arrays, axis, dtype:
-                 xp.concatenate([b.cast(a, dtype) for a in arrays], axis=axis))
-_SLICE = b.make("slice", lambda xp, a, index: a[index])
+                 xp.concatenate([b.cast(a, dtype) for a in arrays], axis=axis),
+                 vjp=_concat_vjp, jvp=_concat_jvp, vmap=_concat_vmap)
+_SLICE = b.make("slice", lambda xp, a, index: a[index], vjp=_slice_vjp,
+                jvp=lambda t, out, x, index: t[0][index],
+                vmap=lambda ax, out, x, index: (to_front(x, ax[0])[(slice(None),) + index], 0))
 
 
 def reshape(a, /, shape, *, stream=None):
@@ -21,7 +82,7 @@ def reshape(a, /, shape, *, stream=None):
     a = b.as_array(a, "reshape")
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
-    shape = tuple(operator.index(n) for n in shape)
+    shape = tuple(dims.dim(operator.index(n)) for n in shape)
     if shape.count(-1) > 1 or any(n < -1 for n in shape):
         raise ValueError(f"[reshape] Invalid shape {shape}: at most one -1 and no other "
                          "negative sizes.")
@@ -107,7 +168,7 @@ def squeeze(a, /, axis=None, *, stream=None):
 def broadcast_to(a, /, shape, *, stream=None):
     """`a` broadcast to `shape` (a view)."""
     a = b.as_array(a, "broadcast_to")
-    shape = b.check_shape(shape, "broadcast_to")
+    shape = dims.shape(shape, "broadcast_to")
     if b.broadcast_shapes(a._shape, shape, op="broadcast_to") != shape:
         raise ValueError(f"[broadcast_to] Cannot broadcast array of shape {a._shape} "
                          f"to shape {shape}.")
@@ -133,7 +194,8 @@ def concatenate(arrays, /, axis=0, *, stream=None):
                                        if i != ax):
             raise ValueError(f"[concatenate] All input shapes must match except along axis "
                              f"{ax}; got {first} and {s}.")
-    shape = first[:ax] + (sum(x._shape[ax] for x in arrays),) + first[ax + 1:]
+    shape = first[:ax] + (dims.dim(sum(x._shape[ax] for x in arrays), "concatenate"),) + \
+        first[ax + 1:]
     return b.node(_CONCAT, tuple(arrays), shape, d, {"axis": ax, "dtype": d.np},
                   b.resolve(stream))
 

@@ -39,7 +39,42 @@ def _scatter(xp, a, value, *arrays, index, mode):
     return out
 
 
-_SCATTER = b.make("scatter", _scatter)
+def _scatter_vjp(c, out, a, value, *arrays, index, mode):
+    """set and add (as MLX: no rule for multiply); minimum and maximum send the cotangent
+    to whichever of `a` and `value` the result came from."""
+    from .elementwise import equal, where
+    from .indexing import getitem
+    idx = fill_index(index, arrays)
+    gathered = lambda: getitem(c, idx)  # noqa: E731
+    none = (None,) * len(arrays)
+    if mode == "set":
+        return (lambda: scatter(c, idx, b.const(0, c._dtype), "set"), gathered) + none
+    if mode == "add":
+        return (c, gathered) + none
+    if mode in ("minimum", "maximum"):
+        return (lambda: where(equal(out, a), c, 0),
+                lambda: getitem(c, idx) * equal(getitem(out, idx), value)) + none
+    if mode == "subtract":
+        return (c, lambda: -getitem(c, idx)) + none
+    raise ValueError(f"[scatter] No vjp rule for scatter with {mode}.")
+
+
+def _scatter_jvp(t, out, a, value, *arrays, index, mode):
+    if mode not in ("set", "add", "subtract"):
+        raise ValueError(f"[scatter] No jvp rule for scatter with {mode}.")
+    from .creation import zeros
+    ta = t[0] if t[0] is not None else zeros(a._shape, out._dtype)
+    tv = t[1] if t[1] is not None else zeros(value._shape, out._dtype)
+    return scatter(ta, fill_index(index, arrays), tv, mode)
+
+
+_SCATTER = b.make("scatter", _scatter, vjp=_scatter_vjp, jvp=_scatter_jvp)
+
+
+def scatter(a, index, value, mode, *, stream=None):
+    """`a` with `value` put at `index` by `mode` (set, add, subtract, multiply, minimum,
+    maximum), repeated indices accumulating; the op behind setitem and `.at[]`."""
+    return _update(a, index, value, mode, "scatter", stream)
 
 
 def _update(a, index, value, mode, op, stream):
@@ -152,7 +187,13 @@ def _put_along(xp, a, indices, values, axis, shape):
     return out
 
 
-_PUT_ALONG = b.make("put_along_axis", _put_along)
+def _put_along_vjp(c, out, a, indices, values, axis, shape):
+    from .indexing import take_along_axis
+    return (lambda: put_along_axis(c, indices, b.const(0, c._dtype), axis), None,
+            lambda: take_along_axis(c, indices, axis))
+
+
+_PUT_ALONG = b.make("put_along_axis", _put_along, vjp=_put_along_vjp)
 
 
 def put_along_axis(a, /, indices, values, axis=None, *, stream=None):
@@ -183,7 +224,14 @@ def _slice_update(xp, a, update, starts, axes):
     return out
 
 
-_SLICE_UPDATE = b.make("slice_update", _slice_update)
+def _slice_update_vjp(c, out, a, update, starts, axes):
+    from .creation import zeros
+    from .indexing import slice as slice_
+    return (lambda: slice_update(c, zeros(update._shape, c._dtype), starts, axes),
+            lambda: slice_(c, starts, axes, update._shape), None)
+
+
+_SLICE_UPDATE = b.make("slice_update", _slice_update, vjp=_slice_update_vjp)
 
 
 def slice_update(a, update, start_indices, axes, *, stream=None):
@@ -206,7 +254,9 @@ def slice_update(a, update, start_indices, axes, *, stream=None):
                   b.resolve(stream))
 
 
-_DEPENDS = b.make("depends", lambda xp, x, *deps: x)
+_DEPENDS = b.make("depends", lambda xp, x, *deps: x,
+                  vjp=lambda c, out, x, *deps: (c,) + (None,) * len(deps),
+                  jvp=lambda t, out, x, *deps: t[0])
 
 
 def depends(inputs, dependencies):

@@ -1,0 +1,438 @@
+"""Function transforms over the graph: vjp, jvp and vmap walk the nodes a traced function
+built and apply each primitive's rules (its `vjp`, `jvp` and `vmap` columns).
+
+Tracing.  A transform calls the function on tracers: a copy node per input, marked
+`tracer`, so every node built from them is a tracer too and keeps its graph even if
+the function evaluates it (`graph.TRACING`).  The walk then visits tracer nodes only.
+
+Streams.  The ops a rule builds go to the stream of the node the rule is applied to
+(`stream.build_on`), so a forward graph over several streams gives a backward graph
+over the same streams.  Nothing here is shared between threads but `TRACING`'s count.
+"""
+from __future__ import annotations
+
+from . import trees
+from .array import array, node, wrap
+from .graph import TRACING, Node, Primitive
+from .stream import build_on, resolve, restore_build
+
+
+def _identity_vmap(axes, out, x, **params):
+    return x, axes[0]
+
+
+# A tracer: a copy of an input the walk stops at (and an outer transform walks through).
+COPY = Primitive("copy", lambda xp, x: x, vjp=lambda c, out, x: (c,),
+                 jvp=lambda t, out, x: t[0], vmap=_identity_vmap)
+# Gradients stop here: the backward walk never enters it; jvp gives zero.
+STOP_GRADIENT = Primitive("stop_gradient", lambda xp, x: x, vmap=_identity_vmap)
+
+
+def stop_gradient(a, /, *, stream=None) -> array:
+    """`a` itself, through which no gradient flows.
+
+    >>> mx.grad(lambda x: (x * mx.stop_gradient(x)).sum())(mx.array([3.0])).tolist()
+    [3.0]
+    """
+    from .ops.build import as_array
+    a = as_array(a, "stop_gradient")
+    return node(STOP_GRADIENT, (a,), a._shape, a._dtype, None, resolve(stream))
+
+
+def _tracer(a) -> array:
+    n = a._node
+    t = node(COPY, (a,), n.shape, n.dtype, None,
+             n.stream if n.prim is not None else resolve(None))
+    t._node.tracer = True
+    return t
+
+
+def _tape(outputs, start):
+    """Nodes reachable from `outputs` that depend on the nodes of `start` (ids), in
+    build order, which is a topological order; `start` grows to hold them all."""
+    seen = set(start)
+    found = []
+    stack = [o for o in outputs if o.tracer and id(o) not in seen]
+    for o in stack:
+        seen.add(id(o))
+    while stack:
+        n = stack.pop()
+        found.append(n)
+        for i in n.inputs:
+            if i.tracer and id(i) not in seen:
+                seen.add(id(i))
+                stack.append(i)
+    found.sort(key=_birth)
+    tape = []
+    for n in found:
+        if n.prim is STOP_GRADIENT:
+            continue
+        for i in n.inputs:
+            if id(i) in start:
+                start.add(id(n))
+                tape.append(n)
+                break
+    return tape
+
+
+def _birth(n):
+    return n.birth
+
+
+def _missing(n, rule):
+    return ValueError(f"[{rule}] The primitive {n.prim.name} has no {rule} rule.")
+
+
+def fit(c, target: Node):
+    """A cotangent `c` for input `target`: summed over broadcast axes, in its dtype."""
+    from .ops import astype, reshape, sum as sum_
+    if c._shape != target.shape:
+        lead = len(c._shape) - len(target.shape)
+        axes = tuple(range(lead)) + tuple(
+            lead + i for i, n in enumerate(target.shape) if n == 1 and c._shape[lead + i] != 1)
+        if axes:
+            c = sum_(c, axis=axes, keepdims=True)
+        if c._shape != target.shape:
+            c = reshape(c, target.shape)
+    if c._dtype is not target.dtype:
+        c = astype(c, target.dtype)
+    return c
+
+
+def fit_tangent(t, out: Node):
+    """A tangent `t` for node `out`: broadcast to its shape, in its dtype when inexact
+    (the tangents of bool and integer results stay as the inputs' tangents are)."""
+    from .ops import astype, broadcast_to
+    if t._shape != out.shape:
+        t = broadcast_to(t, out.shape)
+    if t._dtype is not out.dtype and out.dtype.kind in "fcV":
+        t = astype(t, out.dtype)
+    return t
+
+
+def vjp_nodes(outputs, primals, cotangents, wants):
+    """Cotangents of `primals` (tracer nodes) whose indices are in `wants`, given the
+    cotangents of `outputs` (None: no cotangent flows back from that output)."""
+    from .ops import add
+    needs = {id(primals[i]) for i in wants}
+    tape = _tape(outputs, needs)
+    cot = {}
+    for o, c in zip(outputs, cotangents):
+        if c is not None and id(o) in needs:
+            prev = cot.get(id(o))
+            cot[id(o)] = c if prev is None else add(prev, c)
+    saved = None
+    try:
+        for n in reversed(tape):
+            c = cot.pop(id(n), None)
+            if c is None:
+                continue
+            rule = n.prim.vjp
+            if rule is None:
+                raise _missing(n, "vjp")
+            prev = build_on(n.stream)
+            saved = saved or prev
+            ins = n.inputs
+            results = rule(c, wrap(n), *[wrap(i) for i in ins], **(n.params or {}))
+            for i, r in zip(ins, results):
+                if r is None or id(i) not in needs:
+                    continue
+                if not isinstance(r, array):
+                    r = r()  # a thunk: built only for inputs whose gradient is wanted
+                r = fit(r, i)
+                prev_c = cot.get(id(i))
+                cot[id(i)] = r if prev_c is None else add(prev_c, r)
+    finally:
+        if saved is not None:
+            restore_build(saved)
+    return [cot.get(id(primals[i])) for i in wants]
+
+
+def jvp_nodes(outputs, primals, tangents):
+    """Tangents of `outputs` given tangents of the tracer nodes `primals` (None: zero)."""
+    start = {id(p) for p in primals}
+    tape = _tape(outputs, start)
+    tan = {id(p): t for p, t in zip(primals, tangents) if t is not None}
+    saved = None
+    try:
+        for n in tape:
+            ts = [tan.get(id(i)) for i in n.inputs]
+            if all(t is None for t in ts):
+                continue
+            prev = build_on(n.stream)
+            saved = saved or prev
+            ins = [wrap(i) for i in n.inputs]
+            rule = n.prim.jvp
+            params = n.params or {}
+            if rule is not None:
+                t = rule(ts, wrap(n), *ins, **params)
+            elif n.prim.vjp is not None:
+                t = _jvp_by_transposing(n, ts, ins, params)
+            else:
+                raise _missing(n, "jvp")
+            if t is not None:
+                tan[id(n)] = fit_tangent(t, n)
+    finally:
+        if saved is not None:
+            restore_build(saved)
+    return [tan.get(id(o)) for o in outputs]
+
+
+def _jvp_by_transposing(n, ts, ins, params):
+    """J t from the vjp rule: the gradient in `u` of sum_i <vjp_i(u), t_i> (linear in u)."""
+    from .ops import multiply, sum as sum_, zeros
+    out = wrap(n)
+
+    def pairing(u):
+        total = None
+        for i, c in zip(range(len(ins)), n.prim.vjp(u, out, *ins, **params)):
+            if c is None or ts[i] is None:
+                continue
+            term = sum_(multiply(fit(c, n.inputs[i]), ts[i]))
+            total = term if total is None else total + term
+        return total
+
+    u = _tracer(zeros(n.shape, n.dtype))
+    value = pairing(u)
+    if value is None:
+        return None
+    with TRACING:
+        (g,) = vjp_nodes([value._node], [u._node], [array(1.0, value._dtype)], [0])
+    return g
+
+
+# -- the Python API ---------------------------------------------------------------------------
+
+def _as_list(out, op):
+    if isinstance(out, array):
+        return [out]
+    if isinstance(out, (list, tuple)) and all(isinstance(o, array) for o in out):
+        return list(out)
+    raise ValueError(f"[{op}] The function must return an array or a list of arrays, got "
+                     f"{type(out).__name__}.")
+
+
+def _arrays(values, op, what):
+    out = list(values) if isinstance(values, (list, tuple)) else [values]
+    for v in out:
+        if not isinstance(v, array):
+            raise ValueError(f"[{op}] {what} must be arrays, got {type(v).__name__}.")
+    return out
+
+
+def vjp(fun, primals, cotangents):
+    """The outputs of `fun(*primals)` and the vector-Jacobian products with `cotangents`.
+
+    >>> outs, vjps = mx.vjp(mx.sin, [mx.array(0.0)], [mx.array(2.0)])
+    >>> vjps[0].item()
+    2.0
+    """
+    primals = _arrays(primals, "vjp", "primals")
+    cotangents = _arrays(cotangents, "vjp", "cotangents")
+    with TRACING:
+        tracers = [_tracer(p) for p in primals]
+        outputs = _as_list(fun(*tracers), "vjp")
+        cots = _pair_cotangents(outputs, cotangents, "vjp")
+        grads = vjp_nodes([o._node for o in outputs], [t._node for t in tracers], cots,
+                          range(len(primals)))
+    return outputs, [g if g is not None else _zeros_like(p) for g, p in zip(grads, primals)]
+
+
+def _zeros_like(p):
+    from .ops import zeros
+    n = p._node
+    return zeros(n.shape, n.dtype, stream=n.stream.stream if n.prim is not None else None)
+
+
+def _pair_cotangents(outputs, cotangents, op):
+    """One cotangent per output not made by stop_gradient, cast to that output's dtype."""
+    from .ops import astype
+    cots, k = [], 0
+    for o in outputs:
+        if o._node.prim is STOP_GRADIENT:
+            cots.append(None)
+            continue
+        if k >= len(cotangents):
+            raise ValueError(f"[{op}] Number of outputs to compute gradients for "
+                             f"({len(outputs)}) does not match number of cotangents "
+                             f"({len(cotangents)}).")
+        c = cotangents[k]
+        k += 1
+        if c._shape != o._shape:
+            msg = f"[{op}] Output shape {o._shape} does not match cotangent shape {c._shape}."
+            if len(outputs) == 1 and o.size == 1:
+                msg += " If you are using grad your function must return a scalar."
+            raise ValueError(msg)
+        n = o._node
+        st = n.stream.stream if n.prim is not None else None
+        cots.append(c if c._dtype is o._dtype else astype(c, o._dtype, stream=st))
+    return cots
+
+
+def jvp(fun, primals, tangents):
+    """The outputs of `fun(*primals)` and the Jacobian-vector products with `tangents`.
+
+    >>> outs, jvps = mx.jvp(lambda x: x * x, [mx.array(3.0)], [mx.array(1.0)])
+    >>> jvps[0].item()
+    6.0
+    """
+    primals = _arrays(primals, "jvp", "primals")
+    tangents = _arrays(tangents, "jvp", "tangents")
+    if len(primals) != len(tangents):
+        raise ValueError("[jvp] Number of inputs does not match number of tangents.")
+    for p, t in zip(primals, tangents):
+        if p._shape != t._shape:
+            raise ValueError("[jvp] Input shape does not match shape of tangent.")
+    with TRACING:
+        tracers = [_tracer(p) for p in primals]
+        outputs = _as_list(fun(*tracers), "jvp")
+        jvps = jvp_nodes([o._node for o in outputs], [t._node for t in tracers], tangents)
+    return outputs, [j if j is not None else _zeros_like(o) for j, o in zip(jvps, outputs)]
+
+
+def _argnums(argnums, argnames):
+    names = {argnames} if isinstance(argnames, str) else set(argnames)
+    if argnums is None:
+        nums = [] if names else [0]
+    else:
+        nums = [argnums] if isinstance(argnums, int) else list(argnums)
+    return sorted(nums), names
+
+
+def value_and_grad(fun, argnums=None, argnames=()):
+    """A function returning `(fun(*args), gradient)`: `fun` returns a scalar, or a tuple
+    whose first item is the scalar loss (the rest are returned as they are).
+
+    >>> mx.value_and_grad(lambda x: (x * x).sum())(mx.array([3.0]))
+    (array(9, dtype=float32), array([6], dtype=float32))
+    """
+    nums, names = _argnums(argnums, argnames)
+    return _value_and_grad(fun, nums, names, "value_and_grad", scalar_only=False)
+
+
+def grad(fun, argnums=None, argnames=()):
+    """A function returning the gradient of the scalar `fun` at its arguments.
+
+    >>> mx.grad(lambda x: (x * x).sum())(mx.array([3.0])).tolist()
+    [6.0]
+    """
+    nums, names = _argnums(argnums, argnames)
+    vg = _value_and_grad(fun, nums, names, "grad", scalar_only=True)
+
+    def grad_fn(*args, **kwargs):
+        return vg(*args, **kwargs)[1]
+    return _named(grad_fn, fun)
+
+
+def _named(wrapper, fun):
+    wrapper.__name__ = getattr(fun, "__name__", "function")
+    wrapper.__doc__ = getattr(fun, "__doc__", None)
+    wrapper.__wrapped__ = fun
+    return wrapper
+
+
+def _check_argnums(nums, names, tag):
+    if not nums and not names:
+        raise ValueError(f"[{tag}] Gradient wrt no argument requested")
+    if nums and nums[0] < 0:
+        raise ValueError(f"[{tag}] Can't compute the gradient of negative argument index "
+                         f"{nums[0]}")
+    for a, b_ in zip(nums, nums[1:]):
+        if a == b_:
+            raise ValueError(f"[{tag}] Duplicate argument index {nums[0]} is not allowed.")
+
+
+def _value_and_grad(fun, nums, names, tag, scalar_only):
+    _check_argnums(nums, names, tag)
+    tag = f"[{tag}]"
+
+    def value_and_grad_fn(*args, **kwargs):
+        if nums and nums[-1] >= len(args):
+            raise ValueError(f"{tag} Can't compute the gradient of argument index {nums[-1]} "
+                             f"because the function is called with only {len(args)} "
+                             "positional arguments.")
+        for k in names:
+            if k not in kwargs:
+                raise ValueError(f"{tag} Can't compute the gradient of keyword argument "
+                                 f"'{k}' because the function is called with the following "
+                                 "keyword arguments {" + ",".join(kwargs) + ",}")
+        flat, want, counts = [], [], []
+        for i, a in enumerate(args):
+            got = trees.leaves(a, strict=i in nums)
+            if i in nums:
+                want.extend(range(len(flat), len(flat) + len(got)))
+                counts.append(len(got))
+            flat.extend(got)
+        for k, v in kwargs.items():
+            got = trees.leaves(v, strict=k in names)
+            if k in names:
+                want.extend(range(len(flat), len(flat) + len(got)))
+                counts.append(len(got))
+            flat.extend(got)
+        with TRACING:
+            tracers = [_tracer(a) for a in flat]
+            box = [list(args), kwargs]
+            box = trees.fill(box, tracers)
+            value = fun(*box[0], **box[1])
+            trees.restore(box, tracers, flat)
+            outs = _loss_outputs(value, tag, scalar_only)
+            from .array import const
+            loss = outs[0]
+            cot = _pair_cotangents([loss], [const(1.0, loss._dtype)], tag[1:-1])
+            grads = vjp_nodes([loss._node], [t._node for t in tracers], cot, want)
+        grads = [g if g is not None else _zeros_like(flat[i]) for g, i in zip(grads, want)]
+        value = _stop_aux(value)
+        return value, _regroup(args, kwargs, nums, names, grads, counts)
+    return _named(value_and_grad_fn, fun)
+
+
+def _loss_outputs(value, tag, scalar_only):
+    if isinstance(value, array):
+        return [value]
+    kind = type(value).__name__
+    if scalar_only:
+        raise ValueError(f"{tag} The return value of the function whose gradient we want to "
+                         f"compute should be a scalar array; but {kind} was returned.")
+    if not isinstance(value, tuple):
+        raise ValueError(f"{tag} The return value of the function whose gradient we want to "
+                         "compute should be either a scalar array or a tuple with the first "
+                         "value being a scalar array (Union[array, tuple[array, Any, ...]]); "
+                         f"but {kind} was returned.")
+    if not value:
+        raise ValueError(f"{tag} The return value of the function whose gradient we want to "
+                         "compute should be either a scalar array or a non-empty tuple. The "
+                         "first value should be a scalar array and the rest can be anything. "
+                         "Instead, we got an empty tuple.")
+    if not isinstance(value[0], array):
+        raise ValueError(f"{tag} The return value of the function whose gradient we want to "
+                         "compute should be either a scalar array or a tuple with the first "
+                         "value being a scalar array (Union[array, tuple[array, Any, ...]]); "
+                         "but it was a tuple with the first value being of type "
+                         f"{type(value[0]).__name__} .")
+    return [value[0]]
+
+
+def _stop_aux(value):
+    """The returned value, the auxiliary outputs behind stop_gradient (as MLX returns them)."""
+    if isinstance(value, array):
+        return value
+    rest = trees.unflatten(value[1:], [stop_gradient(a) for a in trees.leaves(value[1:])])
+    return (value[0],) + tuple(rest)
+
+
+def _regroup(args, kwargs, nums, names, grads, counts):
+    it = iter(grads)
+    parts = []
+    for i in nums:
+        k = counts[len(parts)]
+        parts.append(trees.unflatten(args[i], [next(it) for _ in range(k)]))
+    positional = parts[0] if len(nums) == 1 else (tuple(parts) if nums else None)
+    if not names:
+        return positional
+    keyword = {}
+    j = len(nums)
+    for k, v in kwargs.items():
+        if k in names:
+            keyword[k] = trees.unflatten(v, [next(it) for _ in range(counts[j])])
+            j += 1
+    return positional, keyword

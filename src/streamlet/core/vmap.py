@@ -1,0 +1,191 @@
+"""vmap: trace the function on unbatched placeholders, then rebuild the traced graph on
+the batched inputs with each primitive's `vmap` rule.
+
+A primitive without a rule is batched by a loop inside one node (its kernel applied
+to each slice, results stacked): always right, and as fast as the slices allow.
+"""
+from __future__ import annotations
+
+from . import trees
+from .array import array, node, wrap
+from .graph import TRACING, Node, Primitive
+from .stream import build_on, restore_build
+from .transforms import _named, _tape
+
+
+def _sliced(a, axis, i):
+    if axis is None:
+        return a
+    index = (slice(None),) * axis + (i,)
+    return a[index]
+
+
+def _looped(xp, *args, prim, axes, size, params):
+    kernel = prim.kernel
+    outs = [kernel(xp, *[_sliced(a, ax, i) for a, ax in zip(args, axes)], **params)
+            for i in range(size)]
+    first = outs[0] if outs else None
+    if getattr(first, "dtype", None) == object and first.shape == ():  # a multi-output box
+        import numpy as np
+        parts = [xp.stack([o[()][k] for o in outs]) for k in range(len(first[()]))]
+        box = np.empty((), dtype=object)
+        box[()] = tuple(parts)
+        return box
+    return xp.stack([xp.asarray(o) for o in outs])
+
+
+LOOPED = Primitive("vmap_loop", _looped)
+
+
+def batch_by_loop(axes, out, /, *inputs, **params):
+    """The fallback rule: `out`'s primitive applied to each slice along the batch axes."""
+    n = out._node
+    size = next(x._shape[ax] for x, ax in zip(inputs, axes) if ax is not None)
+    res = node(LOOPED, inputs, (size,) + n.shape, n.dtype,
+               {"prim": n.prim, "axes": tuple(axes), "size": size, "params": params},
+               n.stream)
+    return res, 0
+
+
+def _flat_axes(tree, axes, outputs):
+    """One axis (or None) per array of `tree`, from `axes`: an int, None, or a prefix tree."""
+    flat = []
+
+    def visit(t, ax):
+        if isinstance(t, array):
+            if isinstance(ax, tuple) and len(ax) == 1 and (ax[0] is None or
+                                                           isinstance(ax[0], int)):
+                ax = ax[0]
+            if ax is None:
+                flat.append(None)
+                return
+            if not isinstance(ax, int) or isinstance(ax, bool):
+                raise ValueError("[vmap] axis must be int or None.")
+            nd = t.ndim + outputs
+            a = ax + nd if ax < 0 else ax
+            if not 0 <= a < nd:
+                raise ValueError(f"[vmap] Invalid{' output ' if outputs else ' '}"
+                                 f"vectorization axis {a} for array with shape {t._shape}")
+            flat.append(a)
+        elif isinstance(t, (list, tuple)):
+            if isinstance(ax, (list, tuple)):
+                if len(ax) != len(t) or type(ax) is not type(t) and not (
+                        isinstance(ax, tuple) and isinstance(t, tuple)):
+                    raise ValueError("[tree_visit] Additional input tree is not a valid "
+                                     "prefix of the first tree.")
+                for x, a in zip(t, ax):
+                    visit(x, a)
+            elif isinstance(ax, dict):
+                raise ValueError("[tree_visit] Additional input tree is not a valid prefix "
+                                 "of the first tree.")
+            else:
+                for x in t:
+                    visit(x, ax)
+        elif isinstance(t, dict):
+            if isinstance(ax, dict):
+                for k, x in t.items():
+                    if k not in ax:
+                        raise ValueError("[tree_visit] Tree is not a valid prefix tree of "
+                                         "the first tree.")
+                    visit(x, ax[k])
+            elif isinstance(ax, (list, tuple)):
+                raise ValueError("[tree_visit] Additional input tree is not a valid prefix "
+                                 "of the first tree.")
+            else:
+                for x in t.values():
+                    visit(x, ax)
+        else:
+            raise ValueError("[vmap] The arguments should contain only arrays")
+
+    visit(tree, axes)
+    return flat
+
+
+def vmap(fun, in_axes=0, out_axes=0):
+    """`fun` vectorized over an axis of its inputs (`in_axes`) and outputs (`out_axes`);
+    each is an int, None (not vectorized) or a tree matching the arguments' prefix.
+
+    >>> mx.vmap(lambda x: x.sum())(mx.array([[1, 2], [3, 4]])).tolist()
+    [3, 7]
+    """
+    def vmapped(*args):
+        inputs = trees.leaves(args, strict=True, op="tree_flatten")
+        axes = _flat_axes(args[0] if len(args) == 1 else args, in_axes, 0)
+        with TRACING:
+            placeholders = _trace_inputs(inputs, axes)
+            result = fun(*trees.unflatten(args, placeholders))
+            outs = trees.leaves(result, strict=True, op="tree_flatten")
+            oaxes = _flat_axes(result, out_axes, 1)
+            batched = _replace(inputs, placeholders, outs, axes, oaxes)
+        return trees.unflatten(result, batched)
+    return _named(vmapped, fun)
+
+
+def _trace_inputs(inputs, axes):
+    size = None
+    for x, ax in zip(inputs, axes):
+        if ax is None:
+            continue
+        if x.ndim == 0:
+            raise ValueError("[vmap] Cannot vmap an input with zero dimensions.")
+        if size is not None and x._shape[ax] != size:
+            raise ValueError(f"[vmap] Inconsistent axis sizes: {x._shape[ax]} and {size}.")
+        size = x._shape[ax]
+    out = []
+    for x, ax in zip(inputs, axes):
+        if ax is None:
+            out.append(x)
+            continue
+        p = Node(x._shape[:ax] + x._shape[ax + 1:], x._dtype)
+        p.tracer = True
+        out.append(wrap(p))
+    return out
+
+
+def _replace(inputs, placeholders, outs, axes, oaxes):
+    from .ops import expand_dims, moveaxis, repeat
+    if len(oaxes) != len(outs):
+        raise ValueError(f"[vmap] The number of out axes ({len(oaxes)}) must match the "
+                         f"number of outputs ({len(outs)}).")
+    batched = [(x, ax) for x, ax in zip(inputs, axes) if ax is not None]
+    if not batched:
+        raise ValueError("At least one of in_axes must be non-None.")
+    size = batched[0][0]._shape[batched[0][1]]
+    tmap = {id(p._node): (x, ax) for p, x, ax in zip(placeholders, inputs, axes)
+            if ax is not None}
+    start = set(tmap)
+    tape = _tape([o._node for o in outs], start)
+    saved = None
+    try:
+        for n in tape:
+            vins, vaxes = [], []
+            for i in n.inputs:
+                x, ax = tmap.get(id(i), (None, None))
+                vins.append(wrap(i) if x is None else x)
+                vaxes.append(ax)
+            prev = build_on(n.stream)
+            saved = saved or prev
+            rule = n.prim.vmap or batch_by_loop
+            tmap[id(n)] = rule(vaxes, wrap(n), *vins, **(n.params or {}))
+    finally:
+        if saved is not None:
+            restore_build(saved)
+    result = []
+    for o, oax in zip(outs, oaxes):
+        got = tmap.get(id(o._node))
+        if got is None:  # does not depend on a vectorized input
+            result.append(o if oax is None else repeat(expand_dims(o, oax), size, oax))
+            continue
+        x, ax = got
+        if oax is None:
+            raise ValueError("[vmap] Cannot use None as an output axis for an output that "
+                             "depends on a vectorized input.")
+        if ax is None:
+            x = repeat(expand_dims(x, oax), size, oax)
+        elif ax != oax:
+            if oax >= x.ndim:
+                raise ValueError(f"[vmap] Axis {oax} invalid for output with {x.ndim} "
+                                 "dimensions.")
+            x = moveaxis(x, ax, oax)
+        result.append(x)
+    return result
