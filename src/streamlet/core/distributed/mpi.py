@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
+import weakref
 
 import numpy as np
 
@@ -128,6 +130,58 @@ def _bytes(x):
     return x.reshape(-1).view(np.uint8)
 
 
+class _Block:
+    """The owner of a recycled buffer's memory while any array over it lives: arrays made
+    from it (and their views) keep it as their base, and its death recycles the block."""
+
+    __slots__ = ("block", "__array_interface__", "__weakref__")
+
+    def __init__(self, block, shape, npdtype):
+        self.block = block
+        self.__array_interface__ = {"data": (block.ctypes.data, False), "shape": shape,
+                                    "typestr": npdtype.str, "version": 3}
+
+
+class Recycler:
+    """Output buffers of large collectives, reused once the arrays over them have died.
+
+    A fresh 64 MB buffer costs its page faults while MPI writes it, about a fifth of an
+    all_sum of that size between local processes; a training loop reduces the same sizes
+    every step, so a few freed blocks per size are kept for the next call.
+    """
+
+    MIN_BYTES = 1 << 20  # below this, malloc reuses memory well enough
+    KEEP = 2  # freed blocks kept per size
+
+    def __init__(self):
+        self.lock = threading.Lock()  # guards free (blocks come back on any thread)
+        self.free: dict = {}  # nbytes -> [uint8 blocks]
+
+    def empty(self, shape, npdtype):
+        """An uninitialized array (a recycled block when one of that size is free)."""
+        npdtype = np.dtype(npdtype)
+        nbytes = int(np.prod(shape)) * npdtype.itemsize
+        if nbytes < self.MIN_BYTES or npdtype.hasobject or npdtype.kind == "V":
+            return np.empty(shape, npdtype)
+        with self.lock:
+            blocks = self.free.get(nbytes)
+            block = blocks.pop() if blocks else None
+        if block is None:
+            block = np.empty(nbytes, np.uint8)
+        owner = _Block(block, tuple(shape), npdtype)
+        weakref.finalize(owner, self._give_back, block)
+        return np.asarray(owner)
+
+    def _give_back(self, block):
+        with self.lock:
+            blocks = self.free.setdefault(block.nbytes, [])
+            if len(blocks) < self.KEEP:
+                blocks.append(block)
+
+
+RECYCLER = Recycler()
+
+
 def _host(xp, x):
     """`x` as a contiguous NumPy array (a GPU array is copied to the host)."""
     if xp is np:
@@ -161,7 +215,7 @@ class Comm:
 
     def all_reduce(self, xp, x, reduction):
         x = _host(xp, x)
-        out = np.empty_like(x)
+        out = RECYCLER.empty(x.shape, x.dtype)
         send, op = _reduce_spec(x, reduction)
         recv, _ = _reduce_spec(out, reduction)
         self.comm.Allreduce(send, recv, op)
@@ -169,14 +223,14 @@ class Comm:
 
     def all_gather(self, xp, x):
         x = _host(xp, x)
-        out = np.empty((self.size,) + x.shape, x.dtype)
+        out = RECYCLER.empty((self.size,) + x.shape, x.dtype)
         self.comm.Allgather(_bytes(x), _bytes(out))
         out = out.reshape((self.size * x.shape[0],) + x.shape[1:]) if x.ndim else out
         return _back(xp, out)
 
     def sum_scatter(self, xp, x):
         x = _host(xp, x)
-        out = np.empty((x.shape[0] // self.size,) + x.shape[1:], x.dtype)
+        out = RECYCLER.empty((x.shape[0] // self.size,) + x.shape[1:], x.dtype)
         send, op = _reduce_spec(x, "sum")
         recv, _ = _reduce_spec(out, "sum")
         self.comm.Reduce_scatter_block(send, recv, op)
@@ -187,6 +241,6 @@ class Comm:
         return x
 
     def recv(self, xp, shape, npdtype, src):
-        out = np.empty(shape, npdtype)
+        out = RECYCLER.empty(shape, npdtype)
         self.comm.Recv(_bytes(out), src, tag=_MPI.ANY_TAG)
         return _back(xp, out)
