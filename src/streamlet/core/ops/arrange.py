@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from . import build as b
+from . import dims
 from .build import dt
 
 
@@ -28,7 +29,7 @@ def tile(a, reps, /, *, stream=None):
     n = max(a.ndim, len(reps))
     full_reps = (1,) * (n - len(reps)) + reps
     shape = (1,) * (n - a.ndim) + a._shape
-    out = tuple(s * r for s, r in zip(shape, full_reps))
+    out = tuple(dims.dim(s * r, "tile") for s, r in zip(shape, full_reps))
     return b.node(_TILE, (a,), out, a._dtype, {"reps": full_reps}, b.resolve(stream))
 
 
@@ -45,7 +46,7 @@ def repeat(array, repeats, axis=None, *, stream=None):
     if axis is None:
         a, axis = flatten(a, stream=stream), 0
     ax = b.normalize_axis(axis, a.ndim, "repeat")
-    shape = a._shape[:ax] + (a._shape[ax] * repeats,) + a._shape[ax + 1:]
+    shape = a._shape[:ax] + (dims.dim(a._shape[ax] * repeats, "repeat"),) + a._shape[ax + 1:]
     return b.node(_REPEAT, (a,), shape, a._dtype, {"repeats": repeats, "axis": ax},
                   b.resolve(stream))
 

@@ -1,22 +1,41 @@
 """Array creation ops; lazy like every other op, made on the op's stream."""
 from __future__ import annotations
 
+import functools
 import math
+import operator
 
 from . import build as b
+from . import dims
 from .build import dt
 
 _FULL = b.make("full", lambda xp, shape, value, dtype: xp.full(shape, value, dtype=dtype))
 
 
 def _arange(xp, start, step, num, dtype):
-    base = "float64" if dtype.kind in "fc" else "int64"
-    return (start + step * xp.arange(num, dtype=base)).astype(dtype)
+    """MLX's Arange: `start` and `start + step` in the dtype, then the difference of the two
+    added up one element after another (the rounding of floats is MLX's, bit for bit)."""
+    if dtype.kind in "iu":  # wraps around as C's integer arithmetic does
+        first, nxt = int(start), int(start + step)
+        return (first + (nxt - first) * xp.arange(num, dtype="int64")).astype(dtype)
+    first, nxt = dtype.type(start), dtype.type(start + step)
+    steps = xp.full(num, nxt - first, dtype=dtype)
+    if num:
+        steps[0] = first
+    return xp.cumsum(steps, dtype=dtype)
+
+
+def _linspace(xp, start, stop, num, endpoint, inner, dtype):
+    """MLX's linspace: `(1 - t) * start + t * stop` in float32 (float64 for float64)."""
+    if num == 1:
+        return xp.asarray([start], dtype=inner).astype(dtype)
+    t = xp.arange(num, dtype=inner) / inner.type(num - 1 if endpoint else num)
+    one = inner.type(1)
+    return ((one - t) * inner.type(start) + t * inner.type(stop)).astype(dtype)
 
 
 _ARANGE = b.make("arange", _arange)
-_LINSPACE = b.make("linspace", lambda xp, start, stop, num, dtype:
-                   xp.linspace(start, stop, num, dtype="float64").astype(dtype))
+_LINSPACE = b.make("linspace", _linspace)
 _EYE = b.make("eye", lambda xp, n, m, k, dtype: xp.eye(n, m, k, dtype=dtype))
 _ASTYPE = b.make("astype", lambda xp, a, dtype: a.astype(dtype))
 
@@ -28,7 +47,7 @@ def _dtype(dtype, default):
 def full(shape, vals, dtype=None, *, stream=None):
     """An array of `shape` filled with `vals` (a scalar or an array broadcast to it)."""
     from .shape import broadcast_to
-    shape = b.check_shape(shape, "full")
+    shape = dims.shape(shape, "full")
     if isinstance(vals, b.array) or not b.is_scalar(vals):
         v = b.as_array(vals, "full")
         if dtype is not None:
@@ -67,33 +86,91 @@ def full_like(a, /, fill_value, dtype=None, *, stream=None):
     return full(a._shape, fill_value, dtype or a._dtype, stream=stream)
 
 
-def arange(start, stop=None, step=None, dtype=None, *, stream=None):
-    """Evenly spaced values in [start, stop): `mx.arange(5)`, `mx.arange(0, 1, 0.25)`."""
-    if stop is None:
-        start, stop = 0, start
-    step = 1 if step is None else step
-    for v in (start, stop, step):
-        if not b.is_scalar(v):
-            raise TypeError(f"[arange] Expected numbers, got {type(v).__name__}.")
-    if step == 0:
-        raise ValueError("[arange] Cannot compute length with step of zero.")
-    is_int = all(isinstance(v, int) for v in (start, stop, step))
-    d = _dtype(dtype, dt.int32 if is_int else dt.float32)
-    num = max(math.ceil((stop - start) / step), 0)
+def _range_dtype(value):
+    """MLX's type of an arange bound: bool, int32, int64 (beyond int32) or float32."""
+    if type(value) is bool:
+        return dt.bool_
+    if type(value) is int:
+        if not -2 ** 63 <= value < 2 ** 63:
+            raise TypeError(f"[arange] {value} does not fit in a 64-bit integer.")
+        return dt.int32 if dims.LOW <= value <= dims.HIGH else dt.int64
+    if type(value) is float:  # as MLX, not NumPy's scalars
+        return dt.float32
+    raise TypeError(f"[arange] Expected an int or a float, got {type(value).__name__}.")
+
+
+def _bounds(*values):
+    """(start, stop, step) and their common dtype; TypeError for a value of another type."""
+    kind = functools.reduce(dt.promote_types, [_range_dtype(v) for v in values if v is not None])
+    return values, kind
+
+
+# MLX's two forms of arange, tried in this order, as its bindings do; a TypeError
+# (a missing argument, a bound of the wrong type) moves on to the next.
+def _range_form(start, stop, step=None, dtype=None, *, stream=None):
+    return (_bounds(start, stop, step) if stop is not None else _bounds(0, start, step),
+            dtype, stream)
+
+
+def _stop_form(stop, step=None, dtype=None, *, stream=None):
+    bounds, kind = _bounds(stop, step)
+    return ((0, stop, step), kind), dtype, stream
+
+
+def arange(*args, **kwargs):
+    """Evenly spaced values in [start, stop): `mx.arange(5)`, `mx.arange(0, 1, 0.25)`.
+
+    Called as `arange(start, stop, step=None, dtype=None)` or `arange(stop, step=None,
+    dtype=None)`, with keyword `stream`. The values are MLX's: `start` and `start + step`
+    cast to the dtype, their difference added up (`arange(0, 3, 0.2, dtype=mx.int32)`
+    is fifteen zeros).
+    """
+    try:
+        ((start, stop, step), kind), dtype, stream = _range_form(*args, **kwargs)
+    except TypeError:
+        try:
+            ((start, stop, step), kind), dtype, stream = _stop_form(*args, **kwargs)
+        except TypeError:
+            raise TypeError("[arange] Expected arange(start, stop, step=None, dtype=None) or "
+                            "arange(stop, step=None, dtype=None), with int or float bounds "
+                            f"and keyword stream; got {args} and {kwargs}.") from None
+    d = _dtype(dtype, kind)
     if d.kind == "b":
-        raise ValueError("[arange] Cannot make a range of bool.")
-    return b.node(_ARANGE, (), (num,), d, {"start": start, "step": step, "num": num,
-                                           "dtype": d.np}, b.resolve(stream))
+        raise ValueError("[arange] bool not supported for arange.")
+    start, stop, step = float(start), float(stop), 1.0 if step is None else float(step)
+    if math.isnan(start) or math.isnan(stop) or math.isnan(step) or \
+            math.isinf(start) or math.isinf(stop):
+        raise ValueError("[arange] Cannot compute length.")
+    if step == 0:
+        raise ValueError("[arange] step must be nonzero.")
+    if math.isinf(step):  # one element if the range is not empty
+        num = int(start < stop if step > 0 else start > stop)
+    else:
+        size = math.ceil((stop - start) / step)
+        if size > dims.HIGH:
+            raise ValueError("[arange] Maximum size exceeded.")
+        num = max(size, 0)
+    return b.node(_ARANGE, (), (num,), d, {"start": start, "step": 0.0 if num < 2 else step,
+                                           "num": num, "dtype": d.np}, b.resolve(stream))
 
 
-def linspace(start, stop, num=50, dtype=dt.float32, *, stream=None):
-    """`num` evenly spaced values from `start` to `stop`, both included."""
+def linspace(start, stop, num=50, endpoint=True, dtype=dt.float32, stream=None):
+    """`num` evenly spaced values from `start` to `stop`, which is included if `endpoint`.
+
+    `mx.linspace(0, 1, 5)` is [0, 0.25, 0.5, 0.75, 1]; `mx.linspace(0, 1, 4,
+    endpoint=False)` is [0, 0.25, 0.5, 0.75].
+    """
+    num = operator.index(num)
     if num < 0:
-        raise ValueError(f"[linspace] num must be non-negative, got {num}.")
-    d = dt.as_dtype(dtype)
-    return b.node(_LINSPACE, (), (int(num),), d,
-                  {"start": float(start), "stop": float(stop), "num": int(num), "dtype": d.np},
-                  b.resolve(stream))
+        raise ValueError(f"[linspace] number of samples, {num}, must be non-negative.")
+    d = dt.float32 if dtype is None else dt.as_dtype(dtype)
+    start, stop = float(start), float(stop)
+    if num == 1:  # MLX: `start` as float32, whatever the dtype
+        start = float(dt.float32.np.type(start))
+    inner = dt.float64.np if d is dt.float64 else dt.float32.np
+    return b.node(_LINSPACE, (), (num,), d,
+                  {"start": start, "stop": stop, "num": num, "endpoint": bool(endpoint),
+                   "inner": inner, "dtype": d.np}, b.resolve(stream))
 
 
 def eye(n, m=None, k=0, dtype=dt.float32, *, stream=None):
@@ -111,8 +188,15 @@ def identity(n, dtype=dt.float32, *, stream=None):
     return eye(n, n, 0, dtype, stream=stream)
 
 
-def astype(a, /, dtype, *, stream=None):
-    """`a` converted to `dtype`."""
+def astype(a, /, dtype, stream=None):
+    """`a` converted to `dtype`: `mx.astype(mx.array([1.5]), mx.int32)` is [1].
+
+    NOTE: `stream` may be positional because the method `a.astype(dtype, stream)` takes
+    it so in MLX and is this function (operators.py); MLX's `mx.astype` itself wants it
+    by keyword.
+    """
+    if dtype is None:
+        raise TypeError("[astype] Expected a dtype, got None.")
     a = b.as_array(a, "astype")
     d = dt.as_dtype(dtype)
     if d is a._dtype:
@@ -142,7 +226,8 @@ empty, empty_like = zeros, zeros_like
 
 
 def meshgrid(*arrays, sparse=False, indexing="xy", stream=None):
-    """Coordinate arrays from 1-D arrays, with 'xy' (Cartesian) or 'ij' (matrix) indexing."""
+    """Coordinate arrays (a tuple) from 1-D arrays, with 'xy' (Cartesian) or 'ij' (matrix)
+    indexing: `X, Y = mx.meshgrid(mx.arange(3), mx.arange(2))` gives X and Y of shape (2, 3)."""
     from .shape import broadcast_to, reshape
     if indexing not in ("xy", "ij"):
         raise ValueError("[meshgrid] Invalid indexing value. Valid values are 'xy' and 'ij'.")
@@ -159,7 +244,7 @@ def meshgrid(*arrays, sparse=False, indexing="xy", stream=None):
         shape = tuple(x._shape[0] if j == pos else 1 for j in range(n))
         x = reshape(x, shape, stream=stream)
         out.append(x if sparse else broadcast_to(x, tuple(sizes), stream=stream))
-    return out
+    return tuple(out)
 
 
 def _window(xp, m, kind):

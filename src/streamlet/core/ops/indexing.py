@@ -6,6 +6,7 @@ import builtins
 import numpy as np
 
 from . import build as b
+from . import dims
 from .rules import to_front
 
 
@@ -62,6 +63,13 @@ def _dummy(shape):
                                            strides=(0,) * len(shape))
 
 
+def _index32(v, op):
+    """An index or slice bound: MLX takes 32-bit integers only (ValueError beyond)."""
+    if isinstance(v, (int, np.integer)) and not dims.LOW <= v <= dims.HIGH:
+        raise ValueError(f"[{op}] Slice indices must be 32-bit integers, got {v}.")
+    return v
+
+
 def parse_index(a, index, op):
     """An index as (template with input slots, index arrays, shape `a[index]` has)."""
     if not isinstance(index, tuple):
@@ -76,11 +84,17 @@ def parse_index(a, index, op):
             template.append(_Slot(len(arrays)))
             probe.append(np.zeros(x._shape, np.intp))
             arrays.append(x)
-        elif x is None or x is Ellipsis or isinstance(x, _pyslice):
+        elif x is None or x is Ellipsis:
+            template.append(x)
+            probe.append(x)
+        elif isinstance(x, _pyslice):
+            for v in (x.start, x.stop, x.step):
+                if v is not None:
+                    _index32(v, op)
             template.append(x)
             probe.append(x)
         elif isinstance(x, (int, np.integer)) and not isinstance(x, bool):
-            template.append(int(x))
+            template.append(_index32(int(x), op))
             probe.append(int(x))
         else:
             raise TypeError(f"[{op}] Cannot index an array with {type(x).__name__}.")

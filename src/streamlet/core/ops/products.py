@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from . import build as b
+from . import dims
 from .build import dt
 
 _build = b
@@ -164,9 +165,11 @@ _KRON = b.make("kron", lambda xp, x, y, dtype: xp.kron(b.cast(x, dtype), b.cast(
 def kron(a, b, *, stream=None):  # noqa: F811 (`b` names the operand, as in MLX)
     """The Kronecker product: every element of `a` times the whole of `b`."""
     x, y, d = _build.promote_pair(a, b, "kron")
+    if x.size == 0 or y.size == 0:
+        raise ValueError("[kron] Input arrays cannot be empty.")
     n = max(x.ndim, y.ndim)
     xs, ys = (1,) * (n - x.ndim) + x._shape, (1,) * (n - y.ndim) + y._shape
-    shape = tuple(p * q for p, q in zip(xs, ys))
+    shape = tuple(dims.dim(p * q, "kron") for p, q in zip(xs, ys))
     return _build.node(_KRON, (x, y), shape, d, {"dtype": d.np}, _build.resolve(stream))
 
 

@@ -82,7 +82,7 @@ def reshape(a, /, shape, *, stream=None):
     a = b.as_array(a, "reshape")
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
-    shape = tuple(dims.dim(operator.index(n)) for n in shape)
+    shape = tuple(dims.dim(operator.index(n), "reshape") for n in shape)
     if shape.count(-1) > 1 or any(n < -1 for n in shape):
         raise ValueError(f"[reshape] Invalid shape {shape}: at most one -1 and no other "
                          "negative sizes.")

@@ -2,6 +2,8 @@
 unique."""
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from . import build as b
@@ -75,6 +77,7 @@ _TOPK = b.make("topk", _topk)
 
 def topk(a, /, k, axis=-1, *, stream=None):
     """The `k` largest elements along `axis`, in no particular order."""
+    k = operator.index(k)  # an integer or NumPy integer, as MLX takes it
     a, ax = _along(a, axis, "topk", stream)
     n = a._shape[ax]
     if not 0 <= k <= n:

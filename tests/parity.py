@@ -1,0 +1,57 @@
+"""Run one program on streamlet and on mlx.core and compare what comes out.
+
+`outcome(mod, fn)` is what `fn(mod)` gives: the exception type it raises, or for
+each array in its result the dtype's name, the shape and the values (as a NumPy
+array, bfloat16 and float16 widened to float32).  `assert_same` compares the two
+libraries' outcomes: the same exception type, or the same dtypes, shapes and
+values (bit for bit unless `rtol` is given; NaN equals NaN).
+"""
+import numpy as np
+
+import streamlet.core as mx
+
+
+def _values(a, mod):
+    if a.dtype in (mod.bfloat16, mod.float16):
+        a = a.astype(mod.float32)
+    return np.array(a)
+
+
+def outcome(mod, fn):
+    try:
+        out = fn(mod)
+    except Exception as exc:  # the type is the outcome
+        return type(exc)
+    if isinstance(out, (tuple, list)) and not isinstance(out, str):
+        return type(out), [outcome(mod, lambda _m, x=x: x) for x in out]
+    if hasattr(out, "dtype") and hasattr(out, "shape") and not isinstance(out, np.ndarray):
+        if out.size > 1 << 24:  # never evaluated: a test of a failing build must not fill memory
+            return out.dtype.__repr__().split(".")[-1], tuple(out.shape), "not evaluated"
+        return out.dtype.__repr__().split(".")[-1], tuple(out.shape), _values(out, mod)
+    return out
+
+
+def _check(got, want, rtol, what):
+    if isinstance(want, type):
+        assert got is want or (isinstance(got, type) and issubclass(got, want)), \
+            f"{what}: raised/returned {got}, mlx raised {want.__name__}"
+        return
+    if isinstance(want, tuple) and len(want) == 2 and isinstance(want[1], list):
+        assert isinstance(got, tuple) and got[0] is want[0], f"{what}: {got} vs {want}"
+        assert len(got[1]) == len(want[1]), what
+        for g, w in zip(got[1], want[1]):
+            _check(g, w, rtol, what)
+        return
+    if isinstance(want, tuple) and len(want) == 3 and isinstance(want[2], np.ndarray):
+        assert isinstance(got, tuple) and got[:2] == want[:2], f"{what}: {got} vs {want}"
+        if rtol is None:
+            np.testing.assert_array_equal(got[2], want[2], err_msg=what)
+        else:
+            np.testing.assert_allclose(got[2], want[2], rtol=rtol, atol=rtol, err_msg=what)
+        return
+    assert got == want, f"{what}: {got!r} vs {want!r}"
+
+
+def assert_same(mlx, fn, rtol=None, what=""):
+    """`fn(streamlet.core)` gives what `fn(mlx.core)` gives (see the module's docstring)."""
+    _check(outcome(mx, fn), outcome(mlx, fn), rtol, what or getattr(fn, "__name__", ""))
