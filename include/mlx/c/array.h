@@ -21,6 +21,9 @@ extern "C" {
 #endif
 
 /** An empty array handle (its ctx is NULL), as mlx_array_new() gives. */
+#if defined(__GNUC__)
+__attribute__((unused))
+#endif
 static mlx_array mlx_array_empty;
 
 /** Element types, in MLX-C's order. */
