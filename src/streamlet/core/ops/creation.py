@@ -37,7 +37,10 @@ def _linspace(xp, start, stop, num, endpoint, inner, dtype):
 _ARANGE = b.make("arange", _arange)
 _LINSPACE = b.make("linspace", _linspace)
 _EYE = b.make("eye", lambda xp, n, m, k, dtype: xp.eye(n, m, k, dtype=dtype))
-_ASTYPE = b.make("astype", lambda xp, a, dtype: a.astype(dtype))
+_ASTYPE = b.make("astype", lambda xp, a, dtype: a.astype(dtype),
+                 vjp=lambda c, out, x, dtype: (c,),  # the transform casts it back to x's
+                 jvp=lambda t, out, x, dtype: t[0].astype(out._dtype),
+                 vmap=lambda axes, out, x, dtype: (astype(x, out._dtype), axes[0]))
 
 
 def _dtype(dtype, default):

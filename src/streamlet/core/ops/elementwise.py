@@ -278,14 +278,25 @@ def round(a, /, decimals=0, *, stream=None):
                   b.resolve(stream))
 
 
-_ROUND = b.make("round", _round)
+_ROUND = b.make("round", _round, vmap=rules.elementwise_vmap,
+                **rules.from_derivative(rules.ZERO))
 
 
 def _where(xp, c, x, y, dtype):
     return xp.where(c.astype(bool), b.cast(x, dtype), b.cast(y, dtype))
 
 
-_WHERE = b.make("where", _where)
+def _where_vjp(c, out, cond, x, y, dtype):
+    return (None, lambda: where(cond, c, 0), lambda: where(cond, 0, c))
+
+
+def _where_jvp(t, out, cond, x, y, dtype):
+    if t[1] is None and t[2] is None:
+        return rules.zero_tangent(t, out)
+    return where(cond, 0 if t[1] is None else t[1], 0 if t[2] is None else t[2])
+
+
+_WHERE = b.make("where", _where, vjp=_where_vjp, jvp=_where_jvp, vmap=rules.elementwise_vmap)
 
 
 def where(condition, x, y, /, *, stream=None):
@@ -319,7 +330,8 @@ def isclose(a, b_, /, rtol=1e-5, atol=1e-8, *, equal_nan=False, stream=None):
 
 
 _ISCLOSE = b.make("isclose", lambda xp, x, y, rtol, atol, equal_nan:
-                  xp.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan))
+                  xp.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan),
+                  vmap=rules.elementwise_vmap, **rules.from_partials(*_CONSTANT))
 
 
 def allclose(a, b_, /, rtol=1e-5, atol=1e-8, *, equal_nan=False, stream=None):
@@ -350,7 +362,8 @@ def _nan_to_num(xp, a, nan, posinf, neginf):
     return xp.where(out == a.dtype.type(-math.inf), a.dtype.type(neginf), out)
 
 
-_NAN_TO_NUM = b.make("nan_to_num", _nan_to_num)
+_NAN_TO_NUM = b.make("nan_to_num", _nan_to_num, vmap=rules.elementwise_vmap,
+                     **rules.from_derivative(lambda x, y: isfinite(x).astype(x._dtype)))  # noqa
 
 
 def nan_to_num(a, /, nan=0.0, posinf=None, neginf=None, *, stream=None):

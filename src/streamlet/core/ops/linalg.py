@@ -22,7 +22,77 @@ def _matmul(xp, x, y, dtype):
     return xp.matmul(bl.cast(x, dtype), bl.cast(y, dtype))
 
 
-_MATMUL = bl.make("matmul", _matmul)
+def _matrices(x, y):
+    """`x` and `y` as stacks of matrices (1-D: a row, resp. a column)."""
+    from .shape import expand_dims
+    return (expand_dims(x, -2) if x.ndim == 1 else x,
+            expand_dims(y, -1) if y.ndim == 1 else y)
+
+
+def _as_product(c, x, y):
+    """The cotangent `c` shaped like the product of `_matrices(x, y)`."""
+    from .shape import expand_dims
+    if x.ndim == 1:
+        c = expand_dims(c, -2 if y.ndim > 1 else -1)
+    if y.ndim == 1:
+        c = expand_dims(c, -1)
+    return c
+
+
+def _adjoint(m):
+    from .elementwise import conj
+    from .shape import swapaxes
+    return swapaxes(conj(m) if m._dtype.kind == "c" else m, -1, -2)
+
+
+def _matmul_vjp(c, out, x, y, dtype):
+    from .shape import reshape
+    xm, ym = _matrices(x, y)
+    cm = _as_product(c, x, y)
+
+    def dx():
+        g = matmul(cm, _adjoint(ym))
+        return reshape(g, g._shape[:-2] + (g._shape[-1],)) if x.ndim == 1 else g
+
+    def dy():
+        g = matmul(_adjoint(xm), cm)
+        return reshape(g, g._shape[:-1]) if y.ndim == 1 else g
+    return dx, dy
+
+
+def _matmul_jvp(t, out, x, y, dtype):
+    terms = [matmul(t[0], y)] if t[0] is not None else []
+    if t[1] is not None:
+        terms.append(matmul(x, t[1]))
+    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
+def _matmul_vmap(axes, out, x, y, dtype):
+    """Both as stacks of matrices with the batch axis first and ones up to the common
+    number of batch axes; the dimensions added for 1-D inputs are taken off again."""
+    from .rules import batch_size, to_front
+    from .shape import reshape, squeeze
+    size = batch_size((x, y), axes)
+    ranks = [v.ndim - (ax is not None) for v, ax in zip((x, y), axes)]
+    mats = []
+    for v, ax, r, where in zip((x, y), axes, ranks, (-2, -1)):
+        if ax is not None:
+            v = to_front(v, ax)
+        if r == 1:
+            v = reshape(v, v._shape[:-1] + (1, v._shape[-1]) if where == -2 else
+                        v._shape + (1,))
+        mats.append(v)
+    depth = max(max(r, 2) - 2 for r in ranks)
+    for i, (v, ax) in enumerate(zip(mats, axes)):
+        lack = depth - (v.ndim - 1 - 2)
+        if ax is not None and lack > 0:
+            mats[i] = reshape(v, (size,) + (1,) * lack + v._shape[1:])
+    res = matmul(*mats)
+    drop = tuple(a for a, r in zip((-2, -1), ranks) if r == 1)
+    return (squeeze(res, drop) if drop else res), 0
+
+
+_MATMUL = bl.make("matmul", _matmul, vjp=_matmul_vjp, jvp=_matmul_jvp, vmap=_matmul_vmap)
 
 
 def _check_inexact(op, da, db, d):

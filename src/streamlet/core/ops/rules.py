@@ -134,3 +134,23 @@ def from_partials(dx, dy):
         terms = [times(tx, d(x, y, out)) for tx, d in zip(t, (dx, dy)) if tx is not None]
         return terms[0] if len(terms) == 1 else terms[0] + terms[1]
     return {"vjp": vjp, "jvp": jvp}
+
+
+def via(fn):
+    """vjp, jvp and vmap rules of a primitive from `fn(*inputs, **params)`, the same value
+    built from ops that have rules (the kernel stays the fast path, the rules trace `fn`)."""
+    def vjp(c, out, *xs, **params):
+        from ..transforms import vjp as vjp_
+        _, grads = vjp_(lambda *a: fn(*a, **params), list(xs), [c])
+        return tuple(g if x._dtype.kind in "fcV" else None for g, x in zip(grads, xs))
+
+    def jvp(t, out, *xs, **params):
+        from ..transforms import jvp as jvp_
+        from .creation import zeros
+        ts = [ti if ti is not None else zeros(x._shape, x._dtype) for ti, x in zip(t, xs)]
+        return jvp_(lambda *a: fn(*a, **params), list(xs), ts)[1][0]
+
+    def vmap(axes, out, /, *xs, **params):
+        from ..vmap import vmap as vmap_
+        return vmap_(lambda *a: fn(*a, **params), in_axes=tuple(axes))(*xs), 0
+    return {"vjp": vjp, "jvp": jvp, "vmap": vmap}

@@ -5,6 +5,7 @@ import numpy as np
 
 from . import build as b
 from .build import dt
+from .rules import along_axes, via
 
 
 def _sum_dtype(d):
@@ -65,8 +66,83 @@ def _scan_kernel(fn, identity):
     return kernel
 
 
+# -- transform rules (MLX's: ops/primitives.cpp, Scan::vjp) --------------------------------
+def _cumsum_vjp(c, out, x, axis, reverse, inclusive, dtype):
+    return (cumsum(c, axis, reverse=not reverse, inclusive=inclusive),)  # noqa: F821
+
+
+def _cumsum_jvp(t, out, x, axis, reverse, inclusive, dtype):
+    return cumsum(t[0], axis, reverse=reverse, inclusive=inclusive)  # noqa: F821
+
+
+def _cumprod_vjp(c, out, x, axis, reverse, inclusive, dtype):
+    """Before the first zero: d/dx_i = sum_j>=i c_j out_j / x_i; at the first zero the
+    same with that zero read as one; after it, zero."""
+    from .elementwise import equal, logical_and, not_equal, where
+    other = cumprod(x, axis, reverse=reverse, inclusive=not inclusive)  # noqa: F821
+    incl, excl = (out, other) if inclusive else (other, out)
+    zero = b.const(0, x._dtype)
+    is_zero = equal(incl, zero)
+    first_zero = logical_and(is_zero, not_equal(excl, zero))
+
+    def partial(p):
+        return cumsum(p * c, axis, reverse=not reverse, inclusive=inclusive)  # noqa: F821
+    with_one = cumprod(where(first_zero, b.const(1, x._dtype), x), axis,  # noqa: F821
+                       reverse=reverse, inclusive=inclusive)
+    return (where(first_zero, partial(with_one), where(is_zero, zero, partial(out) / x)),)
+
+
+def _logcumsumexp_vjp(c, out, x, axis, reverse, inclusive, dtype):
+    """The cotangent split by sign so that its logarithm exists (TensorFlow's approach)."""
+    from .elementwise import abs as abs_, exp, greater, less, log, where
+    lowest = b.const(dt.finfo(c._dtype).min, c._dtype)
+    log_abs = log(abs_(c))
+
+    def side(keep):
+        lg = where(keep, log_abs, lowest)
+        return exp(logcumsumexp(lg - out, axis, reverse=not reverse,  # noqa: F821
+                                inclusive=inclusive) + x)
+    return (side(greater(c, 0)) - side(less(c, 0)),)
+
+
+def _extreme_scan_vjp(c, out, x, axis, reverse, inclusive, dtype):
+    """cummax/cummin: each position's cotangent goes to the element holding the running
+    extreme there (ties: the latest in scan order)."""
+    from ..transforms import stop_gradient
+    from .creation import arange
+    from .elementwise import equal, where
+    from .indexing import _along_index, _scatter_add
+    from .shape import reshape
+    n = x._shape[axis]
+    x_win, ext_win, c_win = x, out, c
+    if not inclusive:
+        lo, hi = (1, n) if reverse else (0, n - 1)
+        x_win = x[(slice(None),) * axis + (slice(lo, hi),)]
+        elo, ehi = (0, n - 1) if reverse else (1, n)
+        ext_win = out[(slice(None),) * axis + (slice(elo, ehi),)]
+        c_win = c[(slice(None),) * axis + (slice(elo, ehi),)]
+        iota = arange(lo, hi)
+    else:
+        iota = arange(0, n)
+    iota = reshape(iota, tuple(iota.size if i == axis else 1 for i in range(x.ndim)))
+    masked = where(equal(x_win, ext_win), iota, n if reverse else -1)
+    owner = cummin(masked, axis, reverse=True) if reverse else \
+        cummax(masked, axis)  # noqa: F821
+    owner = stop_gradient(owner.astype(dt.uint32))
+    return (_scatter_add(c_win, x, _along_index(owner, c_win._shape, axis)),)
+
+
+_SCAN_RULES = {
+    "cumsum": {"vjp": _cumsum_vjp, "jvp": _cumsum_jvp},
+    "cumprod": {"vjp": _cumprod_vjp},
+    "cummax": {"vjp": _extreme_scan_vjp},
+    "cummin": {"vjp": _extreme_scan_vjp},
+    "logcumsumexp": {"vjp": _logcumsumexp_vjp},
+}
+
+
 def _make_scan(name, fn, rule, identity):
-    prim = b.make(name, _scan_kernel(fn, identity))
+    prim = b.make(name, _scan_kernel(fn, identity), vmap=along_axes("axis"), **_SCAN_RULES[name])
     takes_dtype = name in ("cumsum", "cumprod")
 
     def op(a, /, axis=None, *, reverse=False, inclusive=True, dtype=None, stream=None):
@@ -99,7 +175,15 @@ cumulative_sum, cumulative_prod = cumsum, cumprod  # noqa: F821 (made from the t
 
 
 # NumPy's diff of booleans is `not_equal`, as MLX's
-_DIFF = b.make("diff", lambda xp, a, n, axis: xp.diff(a, n, axis))
+def _diff_composite(a, n, axis):
+    lead = (slice(None),) * axis
+    for _ in range(n):
+        m = a._shape[axis]
+        a = a[lead + (slice(1, m),)] - a[lead + (slice(0, m - 1),)]
+    return a
+
+
+_DIFF = b.make("diff", lambda xp, a, n, axis: xp.diff(a, n, axis), **via(_diff_composite))
 
 
 def diff(a, /, n=1, axis=-1, *, stream=None):

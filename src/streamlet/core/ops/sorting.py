@@ -8,6 +8,7 @@ import numpy as np
 
 from . import build as b
 from .build import dt
+from .rules import along_axes, via
 
 
 def _along(a, axis, op, stream):
@@ -21,10 +22,30 @@ def _along(a, axis, op, stream):
     return a, b.normalize_axis(axis, a.ndim, op)
 
 
-_SORT = b.make("sort", lambda xp, a, axis: xp.sort(a, axis))
+def _permuted_vjp(order):
+    """The vjp of an op that permutes along `axis` by `order(x, **params)`: the cotangent
+    goes back to where each element came from (the permutation cut from the gradient)."""
+    def vjp(c, out, x, **params):
+        from ..transforms import stop_gradient
+        from .creation import zeros
+        from .updates import put_along_axis
+        idx = stop_gradient(order(x, **params))
+        return (lambda: put_along_axis(zeros(x._shape, c._dtype), idx, c, params["axis"]),)
+
+    def jvp(t, out, x, **params):
+        from ..transforms import stop_gradient
+        from .indexing import take_along_axis
+        return take_along_axis(t[0], stop_gradient(order(x, **params)), params["axis"])
+    return {"vjp": vjp, "jvp": jvp, "vmap": along_axes("axis")}
+
+
+_INDICES = {"vjp": lambda c, out, x, **p: (None,), "jvp": lambda t, out, x, **p: None,
+            "vmap": along_axes("axis")}
+_SORT = b.make("sort", lambda xp, a, axis: xp.sort(a, axis),
+               **_permuted_vjp(lambda x, axis: argsort(x, axis)))
 # stable, so that ties come out in input order as MLX's do
 _ARGSORT = b.make("argsort", lambda xp, a, axis:
-                  xp.argsort(a, axis, kind="stable").astype("uint32"))
+                  xp.argsort(a, axis, kind="stable").astype("uint32"), **_INDICES)
 
 
 def sort(a, /, axis=-1, *, stream=None):
@@ -39,9 +60,10 @@ def argsort(a, /, axis=-1, *, stream=None):
     return b.node(_ARGSORT, (a,), a._shape, dt.uint32, {"axis": ax}, b.resolve(stream))
 
 
-_PARTITION = b.make("partition", lambda xp, a, kth, axis: xp.partition(a, kth, axis))
+_PARTITION = b.make("partition", lambda xp, a, kth, axis: xp.partition(a, kth, axis),
+                    **_permuted_vjp(lambda x, kth, axis: argpartition(x, kth, axis)))
 _ARGPARTITION = b.make("argpartition", lambda xp, a, kth, axis:
-                       xp.argpartition(a, kth, axis).astype("uint32"))
+                       xp.argpartition(a, kth, axis).astype("uint32"), **_INDICES)
 
 
 def _kth(kth, n, op):
@@ -72,7 +94,30 @@ def _topk(xp, a, k, axis):
     return xp.take(part, xp.arange(n - k, n), axis)
 
 
-_TOPK = b.make("topk", _topk)
+def _topk_order(x, k, axis):
+    """The indices of the elements `_topk` picks, in its order."""
+    from .indexing import take
+    from .creation import arange
+    n = x._shape[axis]
+    idx = argpartition(x, n - k, axis) if 0 < k < n else argsort(x, axis) * 0 + \
+        arange(n).reshape(tuple(n if i == axis else 1 for i in range(x.ndim)))
+    return take(idx, arange(n - k, n), axis)
+
+
+def _topk_vjp(c, out, x, k, axis):
+    from ..transforms import stop_gradient
+    from .indexing import _along_index, _scatter_add
+    idx = stop_gradient(_topk_order(x, k, axis))
+    return (lambda: _scatter_add(c, x, _along_index(idx, c._shape, axis)),)
+
+
+def _topk_jvp(t, out, x, k, axis):
+    from ..transforms import stop_gradient
+    from .indexing import take_along_axis
+    return take_along_axis(t[0], stop_gradient(_topk_order(x, k, axis)), axis)
+
+
+_TOPK = b.make("topk", _topk, vjp=_topk_vjp, jvp=_topk_jvp, vmap=along_axes("axis"))
 
 
 def topk(a, /, k, axis=-1, *, stream=None):
@@ -90,7 +135,9 @@ def _searchsorted(xp, s, v, side, dtype):
     return xp.searchsorted(b.cast(s, dtype), b.cast(v, dtype), side).astype("uint32")
 
 
-_SEARCHSORTED = b.make("searchsorted", _searchsorted)
+_SEARCHSORTED = b.make("searchsorted", _searchsorted,
+                       vjp=lambda c, out, s, v, **p: (None, None),
+                       jvp=lambda t, out, s, v, **p: None)
 
 
 def searchsorted(sorted_sequence, values, /, side="left", *, stream=None):
@@ -110,7 +157,23 @@ def _median(xp, a, axis, keepdims, dtype):
     return xp.asarray(xp.median(a.astype(dtype), axis=axis, keepdims=keepdims)).astype(dtype)
 
 
-_MEDIAN = b.make("median", _median)
+def _median_composite(a, axis, keepdims, dtype):
+    """MLX's median: sort the flattened reduced axes, average the middle one or two."""
+    from .reduction import mean
+    from .shape import reshape, transpose
+    kept = [i for i in range(a.ndim) if i not in axis]
+    moved = transpose(a, kept + list(axis)) if axis else a
+    flat = reshape(moved, moved._shape[:len(kept)] + (-1,)).astype(dt.from_numpy(dtype))
+    s = sort(flat, -1)
+    n = s._shape[-1]
+    mid = s[..., (n - 1) // 2:n // 2 + 1]
+    out = mean(mid, -1)
+    if keepdims:
+        out = reshape(out, tuple(1 if i in axis else m for i, m in enumerate(a._shape)))
+    return out
+
+
+_MEDIAN = b.make("median", _median, **via(_median_composite))
 
 
 def median(a, /, axis=None, keepdims=False, *, stream=None):
