@@ -21,13 +21,19 @@ class Primitive:
       `axes` (None for an input without a batch axis).
 
     A missing rule makes the transform raise an error naming the primitive.
+
+    A `multi` primitive computes several results (`build.multi`): its node holds them
+    all and one selection node per result reaches the user.  Its rules see lists, one
+    entry per result: `vjp(cotangents, outputs, *primals, **params)` (a cotangent is
+    None where no gradient reaches that result), `jvp` returns a list of tangents, and
+    `vmap` returns `(outputs, out_axes)`.
     """
 
-    __slots__ = ("name", "kernel", "gpu", "vjp", "jvp", "vmap")
+    __slots__ = ("name", "kernel", "gpu", "vjp", "jvp", "vmap", "multi")
 
-    def __init__(self, name, kernel, gpu=None, vjp=None, jvp=None, vmap=None):
+    def __init__(self, name, kernel, gpu=None, vjp=None, jvp=None, vmap=None, multi=False):
         self.name, self.kernel, self.gpu = name, kernel, gpu
-        self.vjp, self.jvp, self.vmap = vjp, jvp, vmap
+        self.vjp, self.jvp, self.vmap, self.multi = vjp, jvp, vmap, multi
 
     def __repr__(self):
         return f"Primitive({self.name})"

@@ -110,17 +110,39 @@ def fit_tangent(t, out: Node):
     return t
 
 
+def _results(n):
+    """Handles of the results of a multi-output node (new selection nodes)."""
+    from .ops.build import SELECT
+    box = wrap(n)
+    return [node(SELECT, (box,), shape, d, {"index": i}, n.stream)
+            for i, (shape, d) in enumerate(n.params["outs"])]
+
+
+def _accumulate(cot, i, r):
+    """Add the cotangent `r` of input node `i` to what `cot` holds for it."""
+    from .ops import add
+    from .ops.build import Parts
+    prev = cot.get(id(i))
+    if type(r) is Parts:
+        if prev is None:
+            cot[id(i)] = Parts(r)
+        else:
+            for k, v in r.items():
+                prev[k] = v if prev.get(k) is None else add(prev[k], v)
+        return
+    r = fit(r, i)
+    cot[id(i)] = r if prev is None else add(prev, r)
+
+
 def vjp_nodes(outputs, primals, cotangents, wants):
     """Cotangents of `primals` (tracer nodes) whose indices are in `wants`, given the
     cotangents of `outputs` (None: no cotangent flows back from that output)."""
-    from .ops import add
     needs = {id(primals[i]) for i in wants}
     tape = _tape(outputs, needs)
     cot = {}
     for o, c in zip(outputs, cotangents):
         if c is not None and id(o) in needs:
-            prev = cot.get(id(o))
-            cot[id(o)] = c if prev is None else add(prev, c)
+            _accumulate(cot, o, c)
     saved = None
     try:
         for n in reversed(tape):
@@ -133,15 +155,20 @@ def vjp_nodes(outputs, primals, cotangents, wants):
             prev = build_on(n.stream)
             saved = saved or prev
             ins = n.inputs
-            results = rule(c, wrap(n), *[wrap(i) for i in ins], **(n.params or {}))
+            args = [wrap(i) for i in ins]
+            params = n.params or {}
+            if n.prim.multi:
+                results = rule([c.get(k) for k in range(len(params["outs"]))], _results(n),
+                               *args, **params)
+            else:
+                results = rule(c, wrap(n), *args, **params)
             for i, r in zip(ins, results):
                 if r is None or id(i) not in needs:
                     continue
-                if not isinstance(r, array):
+                if not isinstance(r, array) and callable(r):
                     r = r()  # a thunk: built only for inputs whose gradient is wanted
-                r = fit(r, i)
-                prev_c = cot.get(id(i))
-                cot[id(i)] = r if prev_c is None else add(prev_c, r)
+                if r is not None:
+                    _accumulate(cot, i, r)
     finally:
         if saved is not None:
             restore_build(saved)
@@ -164,6 +191,11 @@ def jvp_nodes(outputs, primals, tangents):
             ins = [wrap(i) for i in n.inputs]
             rule = n.prim.jvp
             params = n.params or {}
+            if n.prim.multi:
+                if rule is None:
+                    raise _missing(n, "jvp")
+                tan[id(n)] = rule(ts, _results(n), *ins, **params)
+                continue
             if rule is not None:
                 t = rule(ts, wrap(n), *ins, **params)
             elif n.prim.vjp is not None:

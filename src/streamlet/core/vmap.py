@@ -9,8 +9,9 @@ from __future__ import annotations
 from . import trees
 from .array import array, node, wrap
 from .graph import TRACING, Node, Primitive
+from .ops.build import make
 from .stream import build_on, restore_build
-from .transforms import _named, _tape
+from .transforms import _named, _results, _tape
 
 
 def _sliced(a, axis, i):
@@ -24,23 +25,27 @@ def _looped(xp, *args, prim, axes, size, params):
     kernel = prim.kernel
     outs = [kernel(xp, *[_sliced(a, ax, i) for a, ax in zip(args, axes)], **params)
             for i in range(size)]
-    first = outs[0] if outs else None
-    if getattr(first, "dtype", None) == object and first.shape == ():  # a multi-output box
-        import numpy as np
-        parts = [xp.stack([o[()][k] for o in outs]) for k in range(len(first[()]))]
-        box = np.empty((), dtype=object)
-        box[()] = tuple(parts)
-        return box
+    if prim.multi:  # each slice gave a box of results: stack result by result
+        return tuple(xp.stack([o[()][k] for o in outs]) for k in range(len(outs[0][()])))
     return xp.stack([xp.asarray(o) for o in outs])
 
 
 LOOPED = Primitive("vmap_loop", _looped)
+LOOPED_MULTI = make("vmap_loop", _looped, multi=True)
 
 
 def batch_by_loop(axes, out, /, *inputs, **params):
-    """The fallback rule: `out`'s primitive applied to each slice along the batch axes."""
-    n = out._node
+    """The fallback rule: `out`'s primitive applied to each slice along the batch axes
+    (`out` is the list of results for a multi-output primitive)."""
+    from .ops.build import multi
     size = next(x._shape[ax] for x, ax in zip(inputs, axes) if ax is not None)
+    if isinstance(out, list):
+        n = out[0]._node.inputs[0]
+        loop = {"prim": n.prim, "axes": tuple(axes), "size": size, "params": params}
+        res = multi(LOOPED_MULTI, inputs, [((size,) + o._shape, o._dtype) for o in out],
+                    loop, n.stream)
+        return list(res), [0] * len(res)
+    n = out._node
     res = node(LOOPED, inputs, (size,) + n.shape, n.dtype,
                {"prim": n.prim, "axes": tuple(axes), "size": size, "params": params},
                n.stream)
@@ -166,7 +171,8 @@ def _replace(inputs, placeholders, outs, axes, oaxes):
             prev = build_on(n.stream)
             saved = saved or prev
             rule = n.prim.vmap or batch_by_loop
-            tmap[id(n)] = rule(vaxes, wrap(n), *vins, **(n.params or {}))
+            out = _results(n) if n.prim.multi else wrap(n)
+            tmap[id(n)] = rule(vaxes, out, *vins, **(n.params or {}))
     finally:
         if saved is not None:
             restore_build(saved)

@@ -161,9 +161,44 @@ def normalize_axes(axis, ndim: int, op: str) -> tuple:
     return tuple(sorted(axes))
 
 
-def make(name: str, kernel, gpu=None, **rules) -> Primitive:
-    """A primitive; `rules` are its transform rules (`vjp`, `jvp`, `vmap`: see Primitive)."""
-    return Primitive(name, kernel, gpu, **rules)
+def make(name: str, kernel, gpu=None, multi=False, **rules) -> Primitive:
+    """A primitive; `rules` are its transform rules (`vjp`, `jvp`, `vmap`: see Primitive).
+
+    A `multi` kernel returns a tuple of results (see `multi`).
+    """
+    return Primitive(name, _boxed(kernel) if multi else kernel, gpu, multi=multi, **rules)
+
+
+def _boxed(fn):
+    """A kernel returning a tuple, held in a 0-d object array (backends hand on arrays)."""
+    def kernel(xp, *args, outs, **params):
+        box = np.empty((), dtype=object)
+        box[()] = tuple(fn(xp, *args, **params))
+        return box
+    return kernel
+
+
+class Parts(dict):
+    """Cotangents of some of a multi-output node's results, by result index."""
+
+
+def _select_vmap(axes, out, box, index):
+    return box[index], axes[0][index]  # the batched box is the list of its results
+
+
+SELECT = Primitive("select", lambda xp, box, index: box[()][index],
+                   vjp=lambda c, out, box, index: (Parts({index: c}),),
+                   jvp=lambda t, out, box, index: None if t[0] is None else t[0][index],
+                   vmap=_select_vmap)
+
+
+def multi(prim, inputs, outs, params, state) -> tuple:
+    """`prim` on `inputs` computing one result per `(shape, dtype)` of `outs`: one node
+    for all of them and a selection node per result (what the caller gets)."""
+    outs = tuple((tuple(shape), d) for shape, d in outs)
+    whole = node(prim, inputs, (), outs[0][1], dict(params, outs=outs), state)
+    return tuple(node(SELECT, (whole,), shape, d, {"index": i}, state)
+                 for i, (shape, d) in enumerate(outs))
 
 
 def cast(x, npdtype):
@@ -171,6 +206,6 @@ def cast(x, npdtype):
     return x if x.dtype == npdtype else x.astype(npdtype)
 
 
-__all__ = ["AxisError", "NO_PARAMS", "array", "as_array", "broadcast_shapes", "cast",
+__all__ = ["AxisError", "NO_PARAMS", "Parts", "SELECT", "array", "multi", "as_array", "broadcast_shapes", "cast",
            "check_shape", "const", "dt", "is_scalar", "make", "node", "normalize_axes",
            "normalize_axis", "promote_many", "promote_pair", "resolve", "scalar"]

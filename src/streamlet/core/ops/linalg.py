@@ -160,33 +160,9 @@ def _linalg(fn, what):
     return kernel
 
 
-def _packed(fn):
-    """A kernel returning a tuple, its results held in a 0-d object array (a backend
-    hands on ndarrays only); the selection nodes unpack them."""
-    def kernel(xp, *args, **params):
-        box = np.empty((), dtype=object)
-        box[()] = fn(xp, *args, **params)
-        return box
-    return kernel
-
-
-def _pick(xp, box, index):
-    return box[()][index]
-
-
-_PICK = bl.make("linalg.select", _pick)
-
-
-def _multi(prim, inputs, outs, params, st):
-    """One node computing a tuple of results, and one selection node per (shape, dtype)."""
-    whole = bl.node(prim, inputs, (), outs[0][1], params, st)
-    return tuple(bl.node(_PICK, (whole,), shape, d, {"index": i}, st)
-                 for i, (shape, d) in enumerate(outs))
-
-
 def _op(name, fn, what=None, multi=False):
     kernel = _linalg(fn, what or f"[linalg.{name}] failed")
-    return bl.make(f"linalg.{name}", _packed(kernel) if multi else kernel)
+    return bl.make(f"linalg.{name}", kernel, multi=multi)
 
 
 def _unary(prim, a, shape, d, st, **params):
@@ -445,7 +421,7 @@ def slogdet(a, *, stream=None):
     st = bl.resolve(stream)
     a, out = _det_input(a, "linalg::slogdet", st)
     shape = a._shape[:-2]
-    return _multi(_SLOGDET, (a,), [(shape, out), (shape, out)], {"out": out.np}, st)
+    return bl.multi(_SLOGDET, (a,), [(shape, out), (shape, out)], {"out": out.np}, st)
 
 
 def qr(a, *, stream=None):
@@ -455,7 +431,7 @@ def qr(a, *, stream=None):
     a = _matrix(a, "linalg::qr")
     *batch, m, n = a._shape
     k, batch = min(m, n), tuple(batch)
-    return _multi(_QR, (a,), [(batch + (m, k), a._dtype), (batch + (k, n), a._dtype)],
+    return bl.multi(_QR, (a,), [(batch + (m, k), a._dtype), (batch + (k, n), a._dtype)],
                   bl.NO_PARAMS, st)
 
 
@@ -474,7 +450,7 @@ def svd(a, compute_uv=True, *, stream=None):
     s = (batch + (min(m, n),), real)
     if not compute_uv:
         return _unary(_SVDVALS, a, *s, st)
-    return _multi(_SVD, (a,), [(batch + (m, m), a._dtype), s, (batch + (n, n), a._dtype)],
+    return bl.multi(_SVD, (a,), [(batch + (m, m), a._dtype), s, (batch + (n, n), a._dtype)],
                   bl.NO_PARAMS, st)
 
 
@@ -493,7 +469,7 @@ def eig(a, *, stream=None):
     """Eigenvalues and right eigenvectors of a general square matrix, as complex64."""
     st = bl.resolve(stream)
     a = _eig_input(a, "linalg::eig", st)
-    return _multi(_EIG, (a,), [(a._shape[:-1], dt.complex64), (a._shape, dt.complex64)],
+    return bl.multi(_EIG, (a,), [(a._shape[:-1], dt.complex64), (a._shape, dt.complex64)],
                   bl.NO_PARAMS, st)
 
 
@@ -509,7 +485,7 @@ def eigh(a, UPLO="L", *, stream=None):
     st = bl.resolve(stream)
     a = _eig_input(a, "linalg::eigh", st)
     real = dt.float32 if a._dtype.kind == "c" else a._dtype
-    return _multi(_EIGH, (a,), [(a._shape[:-1], real), (a._shape, a._dtype)],
+    return bl.multi(_EIGH, (a,), [(a._shape[:-1], real), (a._shape, a._dtype)],
                   {"uplo": _check_uplo(UPLO, "linalg::eigh")}, st)
 
 
@@ -529,7 +505,7 @@ def lu(a, *, stream=None):
     a = _matrix(a, "linalg::lu")
     *batch, m, n = a._shape
     k, batch = min(m, n), tuple(batch)
-    return _multi(_LU, (a,), [(batch + (m,), dt.uint32), (batch + (m, k), a._dtype),
+    return bl.multi(_LU, (a,), [(batch + (m,), dt.uint32), (batch + (m, k), a._dtype),
                               (batch + (k, n), a._dtype)], bl.NO_PARAMS, st)
 
 
@@ -539,7 +515,7 @@ def lu_factor(a, *, stream=None):
     _cpu_only(st, "linalg::lu_factor")
     a = _matrix(a, "linalg::lu_factor")
     *batch, m, n = a._shape
-    return _multi(_LU_FACTOR, (a,), [(a._shape, a._dtype), (tuple(batch) + (min(m, n),),
+    return bl.multi(_LU_FACTOR, (a,), [(a._shape, a._dtype), (tuple(batch) + (min(m, n),),
                                                             dt.uint32)], bl.NO_PARAMS, st)
 
 
