@@ -303,12 +303,13 @@ class _Activation(Module):
         return type(self)._fn(x, *(getattr(self, name) for name, _ in self._args))
 
 
-def _activation(name, fn, *args):
-    """The Module class ``name`` applying ``fn``; ``args`` are its (name, default) arguments."""
+def _activation(name, fn, *args, out="(2, 4)"):
+    """The Module class ``name`` applying ``fn``; ``args`` are its (name, default) arguments;
+    ``out`` is the result's shape for an input of shape (2, 4) (for the docstring)."""
     params = [inspect.Parameter(a, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d)
               for a, d in args]
-    doc = (f"Applies :func:`{fn.__name__}` element-wise (see it for the formula).\n\n"
-           f"    >>> nn.{name}()(mx.array([0.0])).shape\n    (1,)\n    ")
+    doc = (f"Applies :func:`{fn.__name__}` (see it for the formula).\n\n"
+           f"    >>> nn.{name}()(mx.zeros((2, 4))).shape\n    {out}\n    ")
     return type(name, (_Activation,), {"_fn": staticmethod(fn), "_args": args, "__doc__": doc,
                                        "__signature__": inspect.Signature(params),
                                        "__module__": __name__})
@@ -336,7 +337,7 @@ SELU = _activation("SELU", selu)
 HardTanh = _activation("HardTanh", hard_tanh)
 HardShrink = _activation("HardShrink", hard_shrink, ("lambd", 0.5))
 Softmin = _activation("Softmin", softmin)
-GLU = _activation("GLU", glu, ("axis", -1))
+GLU = _activation("GLU", glu, ("axis", -1), out="(2, 2)")
 
 
 class PReLU(Module):

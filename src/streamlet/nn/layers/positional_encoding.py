@@ -90,7 +90,7 @@ class ALiBi(Module):
         """The bias ``-|i - j| * slope_h`` of shape ``(1, num_heads, queries, keys)``.
 
         >>> nn.ALiBi.create_alibi_matrix(2, 2, 1).tolist()
-        [[[[-0.0, -0.00390625], [-0.00390625, -0.0]]]]
+        [[[[0.0, -0.00390625], [-0.00390625, 0.0]]]]
         """
         queries = mx.arange(offset, q_sequence_length)
         keys = mx.arange(0, k_sequence_length)
