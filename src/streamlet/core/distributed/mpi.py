@@ -185,7 +185,7 @@ RECYCLER = Recycler()
 def _host(xp, x):
     """`x` as a contiguous NumPy array (a GPU array is copied to the host)."""
     if xp is np:
-        return np.ascontiguousarray(x)
+        return np.asarray(x, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
     return xp.asnumpy(x)
 
 

@@ -111,7 +111,7 @@ class Comm:
         return getattr(nccl, f"NCCL_{x.dtype.name.upper()}"), x.size
 
     def all_reduce(self, xp, x, reduction):
-        x = xp.ascontiguousarray(x)
+        x = xp.asarray(x, order="C")
         kept, name = x.dtype, x.dtype.name
         if name in _WIDEN:
             x = x.astype(_WIDEN[name])
@@ -124,14 +124,14 @@ class Comm:
         return out if out.dtype == kept else out.astype(kept)
 
     def all_gather(self, xp, x):
-        x = xp.ascontiguousarray(x)
+        x = xp.asarray(x, order="C")
         out = xp.empty((self.size,) + x.shape, x.dtype)
         self.comm.allGather(x.data.ptr, out.data.ptr, x.nbytes, _nccl().NCCL_UINT8,
                             _stream(xp))
         return out.reshape((self.size * x.shape[0],) + x.shape[1:]) if x.ndim else out
 
     def sum_scatter(self, xp, x):
-        x = xp.ascontiguousarray(x)
+        x = xp.asarray(x, order="C")
         kept, name = x.dtype, x.dtype.name
         if name in _WIDEN:
             x = x.astype(_WIDEN[name])
@@ -142,7 +142,7 @@ class Comm:
         return out if out.dtype == kept else out.astype(kept)
 
     def send(self, xp, x, dst):
-        x = xp.ascontiguousarray(x)
+        x = xp.asarray(x, order="C")
         self.comm.send(x.data.ptr, x.nbytes, _nccl().NCCL_UINT8, dst, _stream(xp))
         return x
 

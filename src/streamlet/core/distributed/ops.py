@@ -24,12 +24,20 @@ def _group(group, op: str) -> Group:
     return group
 
 
-def _node(op, inputs, shape, dtype, group, stream, **params):
-    """One communication node of `op` on the stream that `stream` names."""
+_HERE = object()  # a rule's ops go to the stream the transform builds on (its node's)
+
+
+def _node(op, inputs, shape, dtype, group, stream, after=None, **params):
+    """One communication node of `op` on the stream that `stream` names, ordered after
+    the communication built before it (or after `after`, for a vmap rule's rebuild)."""
     comm = group._comm
     comm.check(op, dtype.np)
-    state = b.resolve(_DEVICES[comm.device] if stream is None else stream)
-    return order.build(PRIMS[op], inputs, shape, dtype, {"comm": comm, **params}, state)
+    if stream is _HERE:
+        state = b.resolve(None)
+    else:
+        state = b.resolve(_DEVICES[comm.device] if stream is None else stream)
+    return order.build(PRIMS[op], inputs, shape, dtype, {"comm": comm, **params}, state,
+                       after)
 
 
 def _pad(grads, primals):
@@ -60,48 +68,88 @@ def _recv_kernel(xp, *after, comm, src, out_shape, npdtype):
     return comm.recv(xp, out_shape, npdtype, src)
 
 
-# -- transform rules, built from ops -------------------------------------------------
-def _reduce_rules(name):
+def _identity_kernel(xp, x, group):
+    return x
+
+
+# -- transform rules, built from ops ---------------------------------------------------
+# A rule rebuilds communication on the forward node's stream.  A vmap rule orders its
+# node after the rebuilt predecessor it is handed (the traced node's own order input,
+# which vmap has already replaced), never after the traced nodes, which have no data.
+def _like(op, x, comm, stream=_HERE, after=None):
+    """`op` of `x` over `comm`, as the public op builds it."""
+    return _node(op, (x,), _shape_of(op, x._shape, comm.size), x._dtype, Group(comm),
+                 stream, after)
+
+
+def _shape_of(op, shape, n):
+    if op == "all_gather":
+        return (shape[0] * n,) + shape[1:] if shape else (n,)
+    if op == "sum_scatter":
+        return (shape[0] // n,) + shape[1:]
+    return shape
+
+
+def _reduce_rules(op):
     def vjp(cot, out, *primals, comm):  # as MLX: the cotangent passes through unchanged
         return _pad([cot], primals)
 
     def jvp(tangents, out, *primals, comm):
-        t = tangents[0]
-        return PUBLIC[name](t, group=Group(comm)) if t is not None else _zeros_like(out)
+        return None if tangents[0] is None else _like(op, tangents[0], comm)
 
-    def vmap(axes, x, *after, comm):
-        return PUBLIC[name](x, group=Group(comm)), axes[0]
+    def vmap(axes, out, x, *after, comm):
+        return _like(op, x, comm, after=after), axes[0]
 
     return {"vjp": vjp, "jvp": jvp, "vmap": vmap}
 
 
-def _zeros_like(x):
-    from ..ops.creation import zeros_like
-    return zeros_like(x)
-
-
 def _gather_vjp(cot, out, x, *after, comm):
-    if not x._shape:
-        return _pad([cot[comm.rank]], (x, *after))
-    n = x._shape[0]
-    return _pad([cot[comm.rank * n:(comm.rank + 1) * n]], (x, *after))
+    n = x._shape[0] if x._shape else 1
+    part = cot[comm.rank * n:(comm.rank + 1) * n]
+    return _pad([part if x._shape else part.reshape(())], (x, *after))
 
 
 def _gather_jvp(tangents, out, *primals, comm):
-    t = tangents[0]
-    return all_gather(t, group=Group(comm)) if t is not None else _zeros_like(out)
+    return None if tangents[0] is None else _like("all_gather", tangents[0], comm)
 
 
-def _gather_vmap(axes, x, *after, comm):
-    """Each example gathers along its own first axis: put the batch axis second."""
+def _axis_second(x, axis):
+    """`x` with its batch `axis` second, so that an op along each example's first axis
+    runs along the array's first axis (a batch of scalars becomes one row)."""
     from ..ops.shape import expand_dims, moveaxis, swapaxes
-    x = moveaxis(x, axes[0], 0)
-    x = expand_dims(x, 0) if x.ndim == 1 else swapaxes(x, 0, 1)
-    return all_gather(x, group=Group(comm)), 1
+    x = moveaxis(x, axis, 0)
+    return expand_dims(x, 0) if x.ndim == 1 else swapaxes(x, 0, 1)
 
 
-def _send_vmap(axes, x, *after, comm, dst):
-    return send(x, dst, group=Group(comm)), axes[0]
+def _first_axis_vmap(op):
+    def vmap(axes, out, x, *after, comm):
+        if axes[0] is None:
+            return _like(op, x, comm, after=after), None
+        y = _like(op, _axis_second(x, axes[0]), comm, after=after)
+        return y, 1
+    return vmap
+
+
+def _scatter_vjp(cot, out, x, *after, comm):
+    return _pad([_like("all_gather", cot, comm)], (x, *after))
+
+
+def _scatter_jvp(tangents, out, *primals, comm):
+    return None if tangents[0] is None else _like("sum_scatter", tangents[0], comm)
+
+
+def _send_vmap(axes, out, x, *after, comm, dst):
+    return _node("send", (x,), x._shape, x._dtype, Group(comm), _HERE, after, dst=dst), axes[0]
+
+
+def _recv_vmap(axes, out, *after, comm, src, out_shape, npdtype):
+    y = _node("recv", (), out_shape, out._dtype, Group(comm), _HERE, after, src=src,
+              out_shape=out_shape, npdtype=npdtype)
+    return y, None
+
+
+def _sum_gradients_vjp(cot, out, x, *, group):
+    return (_like("all_sum", cot, group._comm),)
 
 
 PRIMS = {
@@ -109,11 +157,27 @@ PRIMS = {
     "all_max": b.make("all_max", _reduce_kernel("max"), **_reduce_rules("all_max")),
     "all_min": b.make("all_min", _reduce_kernel("min"), **_reduce_rules("all_min")),
     "all_gather": b.make("all_gather", _gather_kernel, vjp=_gather_vjp, jvp=_gather_jvp,
-                         vmap=_gather_vmap),
-    "sum_scatter": b.make("sum_scatter", _scatter_kernel),
+                         vmap=_first_axis_vmap("all_gather")),
+    "sum_scatter": b.make("sum_scatter", _scatter_kernel, vjp=_scatter_vjp,
+                          jvp=_scatter_jvp, vmap=_first_axis_vmap("sum_scatter")),
     "send": b.make("send", _send_kernel, vmap=_send_vmap),
-    "recv": b.make("recv", _recv_kernel),
+    "recv": b.make("recv", _recv_kernel, vmap=_recv_vmap),
 }
+# The identity whose gradient is summed over a group (AllToShardedLinear's input).
+_SUM_GRADIENTS = b.make("sum_gradients", _identity_kernel, vjp=_sum_gradients_vjp,
+                        jvp=lambda tangents, out, x, group: tangents[0],
+                        vmap=lambda axes, out, x, group: (sum_gradients(x, group), axes[0]))
+
+
+def sum_gradients(x, group=None):
+    """`x` itself, whose gradient is summed over `group` in the backward pass (what a
+    layer computing with a shard of the weights needs for its full input gradient)."""
+    x = b.as_array(x, "sum_gradients")
+    group = _group(group, "sum_gradients")
+    if group.size() == 1:
+        return alias(x)
+    return b.node(_SUM_GRADIENTS, (x,), x._shape, x._dtype, {"group": group},
+                  b.resolve(None))
 
 
 # -- the public ops --------------------------------------------------------------------
@@ -237,4 +301,3 @@ def recv_like(x, src, *, group=None, stream=None):
     return recv(x._shape, x._dtype, src, group=group, stream=stream)
 
 
-PUBLIC = {"all_sum": all_sum, "all_max": all_max, "all_min": all_min}

@@ -39,19 +39,29 @@ def _device(state):
     return state.stream.device
 
 
-def build(prim, inputs, shape, dtype, params, state):
-    """A communication node that runs after every communication op built before it."""
+def build(prim, inputs, shape, dtype, params, state, after=None):
+    """A communication node that runs after every communication op built before it (or
+    after the nodes `after`, when a transform rebuilds one in place of a traced one)."""
     global _last
     with _lock:
-        ins = tuple(inputs)
-        if _last is not None:
-            prev, pstate = _last
-            if _device(pstate) != _device(state):
-                prev = b.node(_TOKEN, (prev,), (0,), b.dt.bool_, b.NO_PARAMS, pstate)
-            ins += (prev,)
+        if after is None:
+            after = () if _last is None else (_last,)
+        ins = tuple(inputs) + tuple(_on_device(a, state) for a in after)
         out = b.node(prim, ins, shape, dtype, params, state)
         _last = (out, state)
     return out
+
+
+def _on_device(prev, state):
+    """The order input for a node on `state`: `prev`'s output, or where `prev` ran on
+    another device, a token after it on its own stream (so no data is copied)."""
+    if isinstance(prev, tuple):
+        prev, pstate = prev
+    else:
+        pstate = getattr(prev._node, "stream", None)
+    if pstate is None or _device(pstate) == _device(state):
+        return prev
+    return b.node(_TOKEN, (prev,), (0,), b.dt.bool_, b.NO_PARAMS, pstate)
 
 
 def settle():
