@@ -43,9 +43,11 @@ def build(out=None, quiet=True):
     cdef, wrappers, glue = gen.glue(funcs)
     ffi = cffi.FFI()
     ffi.embedding_api("")
-    ffi.cdef(cdef + "void _sl_report(const char*);\n")
-    boot = (gen.CAPI / "boot.c").read_text()
-    source = boot + "\n" + wrappers
+    ffi.cdef(cdef + "void _sl_report(const char*);\n"
+             "int _sl_apply_c(int, void*, void*, uintptr_t*, uintptr_t);\n"
+             "void _sl_call_dtor(void*, void*);\n")
+    source = "\n".join((gen.CAPI / name).read_text() for name in ("boot.c", "closure.c"))
+    source += "\n" + wrappers
     libdir = sysconfig.get_config_var("LIBDIR")
     ffi.set_source(
         MODULE, source,

@@ -41,6 +41,7 @@ HANDLES = {
     "mlx_map_string_to_array": "_store_map_arrays",
     "mlx_map_string_to_string": "_store_map_strs",
     "mlx_map_string_to_array_iterator": "", "mlx_map_string_to_string_iterator": "",
+    "mlx_closure": "", "mlx_closure_value_and_grad": "",
 }
 ITERATORS = {"mlx_map_string_to_array_iterator", "mlx_map_string_to_string_iterator"}
 SCALARS = {"int", "bool", "float", "double", "size_t", "int8_t", "int16_t", "int32_t",
@@ -98,7 +99,7 @@ class Func:
 
 PARAM = re.compile(r"(const\s+)?([A-Za-z_]\w*)\s*(\**)\s*([A-Za-z_]\w*)\s*"
                    r"(/\*\s*may be null\s*\*/)?$")
-PROTO = re.compile(r"(.*?)\b(mlx_\w+)\s*\((.*)\)$")
+PROTO = re.compile(r"(.*?)\b(_?mlx_\w+)\s*\((.*)\)$")
 
 
 def split_params(text):

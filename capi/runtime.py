@@ -318,3 +318,55 @@ def _slice_update(src, update, start, stop, strides, s, how):
         out = _copy.copy(src)
         out[idx] = update
         return out
+
+
+class _CClosure:
+    """A closure over a C function (kinds as in closure.h); calling it runs that function.
+
+    Arguments go in as a new vector handle (an array handle for kind 2), the
+    results come back in handles the function set; all are dropped afterwards.
+    """
+
+    def __init__(self, kind, fun, payload, dtor):
+        if not 0 <= kind <= 4 or fun == ffi.NULL:
+            raise ValueError(f"[mlx_closure] Invalid closure (kind {kind}).")
+        self.kind, self.fun, self.payload, self.dtor = kind, fun, payload, dtor
+
+    def __call__(self, *args):
+        unary, pair = self.kind == 2, self.kind >= 3
+        arg = _put(0, args[0] if unary else list(args))
+        out = ffi.new("uintptr_t[2]")
+        if not unary:
+            out[0] = _put(0, [])
+            out[1] = _put(0, []) if pair else 0
+        try:
+            rc = lib._sl_apply_c(self.kind, self.fun, self.payload, out, arg)
+            if rc:
+                raise RuntimeError(f"[mlx_closure] The closure's C function returned {rc}.")
+            if unary:
+                return [H[out[0]]]
+            return (list(H[out[0]]), list(H[out[1]])) if pair else list(H[out[0]])
+        finally:
+            _drop(arg)
+            _drop(out[0])
+            _drop(out[1])
+
+    def __del__(self):
+        if self.dtor != ffi.NULL:
+            lib._sl_call_dtor(self.dtor, self.payload)
+
+
+def _value_and_grad(fun, argnums):
+    """value_and_grad of a closure (vector -> vector): values are all of fun's outputs,
+    gradients are of the first one with respect to the arguments in `argnums`."""
+    def loss(*args):
+        outs = fun(*args)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    vag = mx.value_and_grad(loss, argnums=list(argnums))
+
+    def run(*args):
+        value, grads = vag(*args)
+        return _tolist(value), _tolist(grads)
+
+    return run

@@ -539,3 +539,95 @@ def test_devices_strings_vectors_maps_and_io(capi, tmp_path):
     np.testing.assert_array_equal(values(out, "npy"), [1, 2, 3])
     assert "errors 0" in out
     assert np.load(tmp_path / "x.npy").tolist() == [1, 2, 3]
+
+
+def test_closures_and_function_transforms(capi):
+    r = capi.run("""
+        static mlx_stream s;
+        static int dtor_calls = 0;
+        static void dtor(void* p) { (void)p; dtor_calls++; }
+        static int sum_squares(mlx_vector_array* res, const mlx_vector_array in) {
+          mlx_array x = mlx_array_new(), y = mlx_array_new();
+          if (mlx_vector_array_get(&x, in, 0) || mlx_square(&y, x, s)
+              || mlx_sum(&y, y, false, s)) return 1;
+          mlx_vector_array_set_value(res, y);
+          mlx_array_free(x); mlx_array_free(y);
+          return 0;
+        }
+        static int scaled_product(mlx_vector_array* res, const mlx_vector_array in, void* p) {
+          mlx_array x = mlx_array_new(), y = mlx_array_new(), k = mlx_array_new_float(*(float*)p);
+          if (mlx_vector_array_get(&x, in, 0) || mlx_vector_array_get(&y, in, 1)
+              || mlx_multiply(&x, x, y, s) || mlx_multiply(&x, x, k, s)) return 1;
+          mlx_vector_array_set_value(res, x);
+          mlx_array_free(x); mlx_array_free(y); mlx_array_free(k);
+          return 0;
+        }
+        static int cube(mlx_array* res, const mlx_array x) {
+          return mlx_power(res, x, mlx_array_new_float(3.0f), s);
+        }
+        static int failing(mlx_vector_array* res, const mlx_vector_array in) {
+          (void)res; (void)in; return 7;
+        }
+        static mlx_array vec(float a, float b, float c) {
+          float d[] = {a, b, c}; int shape[] = {3};
+          return mlx_array_new_data(d, shape, 1, MLX_FLOAT32);
+        }
+        static void print_vec(const char* name, mlx_vector_array v, size_t i) {
+          mlx_array a = mlx_array_new();
+          CHECK(mlx_vector_array_get(&a, v, i));
+          print_array(name, a);
+          mlx_array_free(a);
+        }
+        int main(void) {
+          mlx_set_error_handler(record, NULL, NULL);
+          s = cpu_stream();
+          mlx_closure f = mlx_closure_new_func(sum_squares);
+          mlx_closure_value_and_grad vag = mlx_closure_value_and_grad_new();
+          int argnums[] = {0};
+          CHECK(mlx_value_and_grad(&vag, f, argnums, 1));
+          mlx_vector_array in = mlx_vector_array_new_value(vec(1, 2, 3));
+          mlx_vector_array v = mlx_vector_array_new(), g = mlx_vector_array_new();
+          CHECK(mlx_closure_value_and_grad_apply(&v, &g, vag, in));
+          print_vec("value", v, 0);
+          print_vec("grad", g, 0);
+          float scale = 2.0f;
+          mlx_closure h = mlx_closure_new_func_payload(scaled_product, &scale, dtor);
+          mlx_vector_array primals = mlx_vector_array_new();
+          CHECK(mlx_vector_array_append_value(primals, vec(1, 2, 3)));
+          CHECK(mlx_vector_array_append_value(primals, vec(4, 5, 6)));
+          mlx_vector_array cot = mlx_vector_array_new_value(vec(1, 1, 1));
+          CHECK(mlx_vjp(&v, &g, h, primals, cot));
+          print_vec("vjp_out", v, 0);
+          print_vec("vjp_x", g, 0);
+          print_vec("vjp_y", g, 1);
+          mlx_vector_array tan = mlx_vector_array_new();
+          CHECK(mlx_vector_array_append_value(tan, vec(1, 0, 0)));
+          CHECK(mlx_vector_array_append_value(tan, vec(0, 0, 1)));
+          CHECK(mlx_jvp(&v, &g, h, primals, tan));
+          print_vec("jvp", g, 0);
+          CHECK(mlx_closure_apply(&v, h, primals));
+          print_vec("apply", v, 0);
+          mlx_closure u = mlx_closure_new_unary(cube);
+          CHECK(mlx_closure_apply(&v, u, in));
+          print_vec("cube", v, 0);
+          mlx_closure bad = mlx_closure_new_func(failing);
+          printf("failing %d %s\\n", mlx_closure_apply(&v, bad, in), last_error);
+          CHECK(mlx_closure_free(h));
+          printf("dtor %d errors %d\\n", dtor_calls, n_errors);
+          return 0;
+        }
+    """)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    x, y = np.array([1.0, 2, 3]), np.array([4.0, 5, 6])
+    np.testing.assert_allclose(values(out, "value"), [14])
+    np.testing.assert_allclose(values(out, "grad"), 2 * x)
+    np.testing.assert_allclose(values(out, "vjp_out"), 2 * x * y)
+    np.testing.assert_allclose(values(out, "vjp_x"), 2 * y)
+    np.testing.assert_allclose(values(out, "vjp_y"), 2 * x)
+    np.testing.assert_allclose(values(out, "jvp"), 2 * (np.array([1, 0, 0]) * y
+                                                       + x * np.array([0, 0, 1])))
+    np.testing.assert_allclose(values(out, "apply"), 2 * x * y)
+    np.testing.assert_allclose(values(out, "cube"), x ** 3)
+    assert "failing 1 [mlx_closure] The closure's C function returned 7." in out
+    assert "dtor 1 errors 1" in out

@@ -4,6 +4,7 @@
 #define MLX_ALL_H
 
 #include "mlx/c/array.h"
+#include "mlx/c/closure.h"
 #include "mlx/c/device.h"
 #include "mlx/c/error.h"
 #include "mlx/c/fft.h"

@@ -597,6 +597,7 @@ int mlx_view(
     mlx_dtype dtype,
     const mlx_stream s);
 int mlx_copy(mlx_array* res, const mlx_array a, const mlx_stream s);
+int mlx_stop_gradient(mlx_array* res, const mlx_array a, const mlx_stream s);
 int mlx_as_strided(
     mlx_array* res,
     const mlx_array a,
