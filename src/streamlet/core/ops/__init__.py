@@ -39,3 +39,5 @@ globals().update({name: getattr(_elementwise, name) for name in ALIASES})
 globals().update({name: getattr(_scan, name) for name in SCANS})
 from .conv import conv1d, conv2d, conv3d, conv_general, conv_transpose1d, conv_transpose2d, \
     conv_transpose3d  # noqa: F401
+from .quantized import dequantize, from_fp8, gather_mm, gather_qmm, qqmm, quantize, \
+    quantized_matmul, to_fp8  # noqa: F401,F811 (gather_mm: replaces products' version)
