@@ -83,10 +83,19 @@ def _missing(n, rule):
     return ValueError(f"[{rule}] The primitive {n.prim.name} has no {rule} rule.")
 
 
+def b_shapes(*shapes):
+    from .ops.build import broadcast_shapes
+    return broadcast_shapes(*shapes)
+
+
 def fit(c, target: Node):
     """A cotangent `c` for input `target`: summed over broadcast axes, in its dtype."""
-    from .ops import astype, reshape, sum as sum_
+    from .ops import astype, broadcast_to, reshape, sum as sum_
     if c._shape != target.shape:
+        if len(c._shape) < len(target.shape):  # a value broadcast with leading ones
+            c = reshape(c, (1,) * (len(target.shape) - len(c._shape)) + c._shape)
+            if c._shape != target.shape:
+                c = broadcast_to(c, b_shapes(c._shape, target.shape))
         lead = len(c._shape) - len(target.shape)
         axes = tuple(range(lead)) + tuple(
             lead + i for i, n in enumerate(target.shape) if n == 1 and c._shape[lead + i] != 1)
@@ -220,6 +229,8 @@ def _jvp_by_transposing(n, ts, ins, params):
         for i, c in zip(range(len(ins)), n.prim.vjp(u, out, *ins, **params)):
             if c is None or ts[i] is None:
                 continue
+            if not isinstance(c, array):
+                c = c()
             term = sum_(multiply(fit(c, n.inputs[i]), ts[i]))
             total = term if total is None else total + term
         return total
@@ -263,10 +274,10 @@ def vjp(fun, primals, cotangents):
     cotangents = _arrays(cotangents, "vjp", "cotangents")
     with TRACING:
         tracers = [_tracer(p) for p in primals]
+        starts = [t._node for t in tracers]  # before `fun` can rebind the handles
         outputs = _as_list(fun(*tracers), "vjp")
         cots = _pair_cotangents(outputs, cotangents, "vjp")
-        grads = vjp_nodes([o._node for o in outputs], [t._node for t in tracers], cots,
-                          range(len(primals)))
+        grads = vjp_nodes([o._node for o in outputs], starts, cots, range(len(primals)))
     return outputs, [g if g is not None else _zeros_like(p) for g, p in zip(grads, primals)]
 
 
@@ -317,8 +328,9 @@ def jvp(fun, primals, tangents):
             raise ValueError("[jvp] Input shape does not match shape of tangent.")
     with TRACING:
         tracers = [_tracer(p) for p in primals]
+        starts = [t._node for t in tracers]
         outputs = _as_list(fun(*tracers), "jvp")
-        jvps = jvp_nodes([o._node for o in outputs], [t._node for t in tracers], tangents)
+        jvps = jvp_nodes([o._node for o in outputs], starts, tangents)
     return outputs, [j if j is not None else _zeros_like(o) for j, o in zip(jvps, outputs)]
 
 
@@ -403,15 +415,16 @@ def _value_and_grad(fun, nums, names, tag, scalar_only):
             flat.extend(got)
         with TRACING:
             tracers = [_tracer(a) for a in flat]
+            starts = [t._node for t in tracers]
             box = [list(args), kwargs]
             box = trees.fill(box, tracers)
             value = fun(*box[0], **box[1])
-            trees.restore(box, tracers, flat)
+            trees.restore(box, starts, flat)
             outs = _loss_outputs(value, tag, scalar_only)
             from .array import const
             loss = outs[0]
             cot = _pair_cotangents([loss], [const(1.0, loss._dtype)], tag[1:-1])
-            grads = vjp_nodes([loss._node], [t._node for t in tracers], cot, want)
+            grads = vjp_nodes([loss._node], starts, cot, want)
         grads = [g if g is not None else _zeros_like(flat[i]) for g, i in zip(grads, want)]
         value = _stop_aux(value)
         return value, _regroup(args, kwargs, nums, names, grads, counts)

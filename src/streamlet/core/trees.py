@@ -78,7 +78,8 @@ def _copy(tree, it):
     return tree
 
 
-def restore(tree, tracers, originals):
-    """Put `originals` back where the arrays of `tracers` still stand for their tracer."""
-    swap = {id(t._node): o for t, o in zip(tracers, originals)}
+def restore(tree, nodes, originals):
+    """Put `originals` back where an array still stands for the node of `nodes` it was
+    given (a tracer's); arrays the function rebound keep their new value."""
+    swap = {id(n): o for n, o in zip(nodes, originals)}
     return update(tree, lambda a: swap.get(id(a._node), a))

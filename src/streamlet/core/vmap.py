@@ -118,10 +118,11 @@ def vmap(fun, in_axes=0, out_axes=0):
         axes = _flat_axes(args[0] if len(args) == 1 else args, in_axes, 0)
         with TRACING:
             placeholders = _trace_inputs(inputs, axes)
+            starts = [p._node for p in placeholders]  # before `fun` can rebind the handles
             result = fun(*trees.unflatten(args, placeholders))
             outs = trees.leaves(result, strict=True, op="tree_flatten")
             oaxes = _flat_axes(result, out_axes, 1)
-            batched = _replace(inputs, placeholders, outs, axes, oaxes)
+            batched = _replace(inputs, starts, outs, axes, oaxes)
         return trees.unflatten(result, batched)
     return _named(vmapped, fun)
 
@@ -156,8 +157,7 @@ def _replace(inputs, placeholders, outs, axes, oaxes):
     if not batched:
         raise ValueError("At least one of in_axes must be non-None.")
     size = batched[0][0]._shape[batched[0][1]]
-    tmap = {id(p._node): (x, ax) for p, x, ax in zip(placeholders, inputs, axes)
-            if ax is not None}
+    tmap = {id(p): (x, ax) for p, x, ax in zip(placeholders, inputs, axes) if ax is not None}
     start = set(tmap)
     tape = _tape([o._node for o in outs], start)
     saved = None

@@ -7,7 +7,7 @@ import numpy as np
 
 from . import build as b
 from . import dims
-from .rules import to_front
+from .rules import no_index_grad, to_front
 
 
 class _Slot:
@@ -42,7 +42,9 @@ def _scatter_add(c, x, index):
 
 
 def _getitem_vjp(c, out, x, *arrays, index):
-    return (_scatter_add(c, x, fill_index(index, arrays)),) + (None,) * len(arrays)
+    from .rules import no_index_grad
+    return ((lambda: _scatter_add(c, x, fill_index(index, arrays))),) + \
+        (no_index_grad("gather"),) * len(arrays)
 
 
 def _getitem_vmap(axes, out, x, *arrays, index):
@@ -130,7 +132,8 @@ def _take_vmap(axes, out, x, indices, axis):
 
 _TAKE = b.make("take", _take,
                vjp=lambda c, out, x, i, axis: (
-                   lambda: _scatter_add(c, x, (_pyslice(None),) * axis + (i,)), None),
+                   lambda: _scatter_add(c, x, (_pyslice(None),) * axis + (i,)),
+                   no_index_grad("gather")),
                jvp=lambda t, out, x, i, axis: take(t[0], i, axis), vmap=_take_vmap)
 
 
@@ -184,7 +187,8 @@ def _along_index(indices, shape, axis):
 
 
 def _take_along_vjp(c, out, x, indices, axis, shape):
-    return (lambda: _scatter_add(c, x, _along_index(indices, shape, axis)), None)
+    return (lambda: _scatter_add(c, x, _along_index(indices, shape, axis)),
+            no_index_grad("gather_axis"))
 
 
 def _take_along_vmap(axes, out, x, indices, axis, shape):

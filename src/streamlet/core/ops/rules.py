@@ -34,6 +34,14 @@ def times(c, d):
     return multiply(c, d)
 
 
+def no_index_grad(op):
+    """A cotangent thunk for an index input: asking for it is an error (MLX's)."""
+    def refuse():
+        raise ValueError(f"[{op}] Cannot calculate VJP with respect to indices. Use "
+                         "stop_gradient on indices to stop gradients from being computed.")
+    return refuse
+
+
 def zero_tangent(t, out):
     """The tangent of an op whose derivative is zero: zeros shaped like `out`, in the
     tangent's dtype (MLX keeps float tangents through comparisons)."""

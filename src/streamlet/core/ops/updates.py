@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import builtins
 
+import numpy as np
+
 from . import build as b
 from .indexing import _int_indices, along_axis_shape, fill_index, parse_index
 
@@ -30,23 +32,25 @@ def _scatter(xp, a, value, *arrays, index, mode):
     out = a.copy()
     idx = fill_index(index, arrays)
     value = value.astype(out.dtype, copy=False)
+    target = out[idx].shape
+    if value.ndim > len(target):  # leading ones, as NumPy allows in assignment
+        value = value.reshape(value.shape[value.ndim - len(target):])
     if mode == "set":
-        target = out[idx].shape
-        out[idx] = value.reshape(value.shape[value.ndim - len(target):]) \
-            if value.ndim > len(target) else value
+        out[idx] = value
     else:
         getattr(xp, mode).at(out, idx, value)
     return out
 
 
 def _scatter_vjp(c, out, a, value, *arrays, index, mode):
-    """set and add (as MLX: no rule for multiply); minimum and maximum send the cotangent
-    to whichever of `a` and `value` the result came from."""
+    """set, add and subtract; minimum and maximum send the cotangent to whichever of `a`
+    and `value` the result came from; multiply only through slices (as MLX)."""
     from .elementwise import equal, where
     from .indexing import getitem
+    from .rules import no_index_grad
     idx = fill_index(index, arrays)
     gathered = lambda: getitem(c, idx)  # noqa: E731
-    none = (None,) * len(arrays)
+    none = (no_index_grad("scatter"),) * len(arrays)
     if mode == "set":
         return (lambda: scatter(c, idx, b.const(0, c._dtype), "set"), gathered) + none
     if mode == "add":
@@ -56,7 +60,10 @@ def _scatter_vjp(c, out, a, value, *arrays, index, mode):
                 lambda: getitem(c, idx) * equal(getitem(out, idx), value)) + none
     if mode == "subtract":
         return (c, lambda: -getitem(c, idx)) + none
-    raise ValueError(f"[scatter] No vjp rule for scatter with {mode}.")
+    if mode == "multiply" and not arrays:  # slices: no element is written twice
+        return (lambda: scatter(c, idx, value, "multiply"),
+                lambda: getitem(c, idx) * getitem(a, idx)) + none
+    raise ValueError("[scatter] VJP not implemented for scatter_prod")
 
 
 def _scatter_jvp(t, out, a, value, *arrays, index, mode):
@@ -87,34 +94,111 @@ def _update(a, index, value, mode, op, stream):
 
 
 def _mask_of(index):
-    """The boolean mask when `index` is one (alone or after an Ellipsis), else None."""
-    parts = index if isinstance(index, tuple) else (index,)
-    if parts and parts[0] is Ellipsis:
-        parts = parts[1:]
-    if len(parts) == 1 and isinstance(parts[0], b.array) and parts[0]._dtype.kind == "b":
-        return parts[0]
-    if any(isinstance(p, b.array) and p._dtype.kind == "b" for p in parts):
-        raise ValueError("[setitem] A boolean mask must be the only index.")
+    """The boolean mask when `index` is one (a bool array, list, NumPy array or bool), as
+    MLX takes `a[mask] = v`; else None."""
+    if isinstance(index, bool):
+        return b.array(index)
+    if isinstance(index, b.array):
+        return index if index._dtype.kind == "b" else None
+    if isinstance(index, (list, np.ndarray)):
+        m = b.as_array(index, "setitem")
+        return m if m._dtype.kind == "b" else None
     return None
 
 
-def setitem(a, index, value, *, stream=None):
-    """The array `a[index] = value` gives: ints, slices, integer arrays, or one boolean
-    mask (which broadcasts against `a`, as MLX's `where(mask, value, a)`)."""
-    from .creation import _cast
+def _masked_scatter(xp, a, mask, value):
+    out = a.copy()
+    m = xp.broadcast_to(mask.reshape(mask.shape + (1,) * (a.ndim - mask.ndim)), a.shape)
+    src = value.reshape(-1)
+    if int(m.sum()) > src.size:
+        raise RuntimeError("[MaskedScatter::eval_cpu] Source does not have enough elements "
+                           "for mask.")
+    xp.place(out, m, src.astype(out.dtype, copy=False))
+    return out
+
+
+def _full_mask(mask, a):
+    from .shape import broadcast_to, reshape
+    return broadcast_to(reshape(mask, mask._shape + (1,) * (a.ndim - mask.ndim)), a._shape)
+
+
+def _masked_scatter_vjp(c, out, a, mask, value):
+    """Where the mask holds, the cotangent goes to the value element placed there."""
+    from ..transforms import stop_gradient
+    from .creation import zeros
     from .elementwise import where
+    from .scan import cumsum
+    from .shape import flatten, reshape
+
+    def dvalue():
+        from .elementwise import minimum
+        if value.size == 0:
+            return zeros(value._shape, c._dtype)
+        m = flatten(_full_mask(mask, a))
+        slot = cumsum(m.astype(b.dt.int32), 0, inclusive=False)
+        slot = stop_gradient(minimum(slot, value.size - 1))  # unmasked places add zero
+        picked = where(m, flatten(c), 0)
+        return reshape(scatter(zeros((value.size,), c._dtype), slot, picked, "add"),
+                       value._shape)
+    return (lambda: where(_full_mask(mask, a), 0, c), _no_mask_grad, dvalue)
+
+
+def _no_mask_grad():
+    raise ValueError("[masked_scatter] Cannot calculate VJP with respect to mask. Use "
+                     "stop_gradient on mask to stop gradients from being computed.")
+
+
+def _masked_scatter_jvp(t, out, a, mask, value):
+    from .creation import zeros
+    from .elementwise import where
+    ta = where(_full_mask(mask, a), 0, t[0]) if t[0] is not None else \
+        zeros(a._shape, out._dtype)
+    if t[2] is None:
+        return ta
+    return b.node(_MASKED_SCATTER, (ta, mask, t[2]), a._shape, out._dtype, b.NO_PARAMS,
+                  b.resolve(None))
+
+
+_MASKED_SCATTER = b.make("masked_scatter", _masked_scatter, vjp=_masked_scatter_vjp,
+                         jvp=_masked_scatter_jvp)
+
+
+def masked_scatter(a, mask, value, *, stream=None):
+    """`a` with the elements (or, for a mask over leading axes, the rows) where `mask`
+    holds replaced, in order, by those of `value`: what `a[mask] = value` does."""
+    from .creation import _cast
+    from .shape import broadcast_to, reshape
+    op = "masked_scatter"
+    a, value = b.as_array(a, op), b.as_array(value, op)
+    if mask._dtype.kind != "b":
+        raise ValueError(f"[{op}] The mask has to be boolean.")
+    if mask.ndim > a.ndim:
+        raise ValueError(f"[{op}] The mask cannot have more dimensions than the target.")
+    rest = a._shape[mask.ndim:]
+    if value.ndim > len(rest) + 1:
+        raise ValueError(f"[{op}] Value array shape must be broadcastable with the last "
+                         f"{len(rest)} dimensions of the input.")
+    if a._shape[:mask.ndim] != mask._shape:
+        raise ValueError(f"[{op}] The boolean mask should have the same shape as the "
+                         f"beginning of the indexed array but the mask has shape "
+                         f"{mask._shape} and the array has shape {a._shape}")
+    value = _cast(value, a._dtype, stream=stream)
+    if value.ndim < len(rest) + 1:
+        value = reshape(value, (1,) * (len(rest) + 1 - value.ndim) + value._shape,
+                        stream=stream)
+        value = broadcast_to(value, (max(mask.size, 1),) + rest, stream=stream)
+    elif value._shape[1:] != rest:
+        value = broadcast_to(value, value._shape[:1] + rest, stream=stream)
+    return b.node(_MASKED_SCATTER, (a, mask, value), a._shape, a._dtype, b.NO_PARAMS,
+                  b.resolve(stream))
+
+
+def setitem(a, index, value, *, stream=None):
+    """The array `a[index] = value` gives: ints, slices, integer arrays, or a boolean mask
+    (whose True places take the values in order, as in MLX)."""
     mask = _mask_of(index)
     if mask is not None:
-        from .shape import reshape
-        a = b.as_array(a, "setitem")
-        if mask.ndim > a.ndim:
-            raise IndexError(f"[setitem] Mask of shape {mask._shape} is too large for an "
-                             f"array of shape {a._shape}.")
-        leading = not (isinstance(index, tuple) and index and index[0] is Ellipsis)
-        if leading and mask.ndim < a.ndim:  # the mask picks along the first axes
-            mask = reshape(mask, mask._shape + (1,) * (a.ndim - mask.ndim), stream=stream)
-        value = _cast(b.as_array(value, "setitem"), a._dtype, stream=stream)
-        return where(mask, value, a, stream=stream)
+        return masked_scatter(a, mask, value, stream=stream)
     return _update(a, index, value, "set", "setitem", stream)
 
 
@@ -189,11 +273,19 @@ def _put_along(xp, a, indices, values, axis, shape):
 
 def _put_along_vjp(c, out, a, indices, values, axis, shape):
     from .indexing import take_along_axis
-    return (lambda: put_along_axis(c, indices, b.const(0, c._dtype), axis), None,
-            lambda: take_along_axis(c, indices, axis))
+    from .rules import no_index_grad
+    return (lambda: put_along_axis(c, indices, b.const(0, c._dtype), axis),
+            no_index_grad("scatter_axis"), lambda: take_along_axis(c, indices, axis))
 
 
-_PUT_ALONG = b.make("put_along_axis", _put_along, vjp=_put_along_vjp)
+def _put_along_jvp(t, out, a, indices, values, axis, shape):
+    from .creation import zeros
+    ta = t[0] if t[0] is not None else zeros(a._shape, out._dtype)
+    tv = t[2] if t[2] is not None else zeros(values._shape, out._dtype)
+    return put_along_axis(ta, indices, tv, axis)
+
+
+_PUT_ALONG = b.make("put_along_axis", _put_along, vjp=_put_along_vjp, jvp=_put_along_jvp)
 
 
 def put_along_axis(a, /, indices, values, axis=None, *, stream=None):
