@@ -18,8 +18,23 @@ from . import build as bl
 from .build import dt
 
 
-def _matmul(xp, x, y, dtype):
-    return xp.matmul(bl.cast(x, dtype), bl.cast(y, dtype))
+_HALF = (dt.float16.np, dt.bfloat16.np)
+
+
+def product_kernel(fn):
+    """A product kernel `fn(xp, *operands, **params)` in the output `dtype`: float16 and
+    bfloat16 products accumulate in float32 and round once, as MLX's CPU gemm does."""
+    def kernel(xp, *operands, dtype, **params):
+        work = dt.float32.np if dtype in _HALF else dtype
+        out = xp.asarray(fn(xp, *(bl.cast(x, work) for x in operands), **params))
+        return out.astype(dtype) if out.dtype != dtype else out
+    kernel.__name__ = fn.__name__
+    return kernel
+
+
+@product_kernel
+def _matmul(xp, x, y):
+    return xp.matmul(x, y)
 
 
 def _matrices(x, y):
@@ -108,18 +123,22 @@ def matmul(a, b, /, *, stream=None):
     x, y = bl.as_array(a, "matmul"), bl.as_array(b, "matmul")
     d = dt.promote_types(x._dtype, y._dtype)
     _check_inexact("matmul", x._dtype, y._dtype, d)
+    return bl.node(_MATMUL, (x, y), product_shape(x, y, "matmul"), d, {"dtype": d.np}, st)
+
+
+def product_shape(x, y, op):
+    """The shape of `x @ y` (NumPy's rules for 1-D inputs), with MLX's errors naming `op`."""
     if x.ndim == 0 or y.ndim == 0:
-        raise ValueError("[matmul] Got 0 dimension input. Inputs must have at least one "
+        raise ValueError(f"[{op}] Got 0 dimension input. Inputs must have at least one "
                          "dimension.")
     xs = (1,) + x._shape if x.ndim == 1 else x._shape
     ys = y._shape + (1,) if y.ndim == 1 else y._shape
     if xs[-1] != ys[-2]:
-        raise ValueError(f"[matmul] Last dimension of first input with shape {x._shape} must "
+        raise ValueError(f"[{op}] Last dimension of first input with shape {x._shape} must "
                          f"match second to last dimension of second input with shape "
                          f"{y._shape}.")
-    batch = bl.broadcast_shapes(xs[:-2], ys[:-2], op="matmul")
-    shape = batch + (xs[-2],) * (x.ndim > 1) + (ys[-1],) * (y.ndim > 1)
-    return bl.node(_MATMUL, (x, y), shape, d, {"dtype": d.np}, st)
+    batch = bl.broadcast_shapes(xs[:-2], ys[:-2], op=op)
+    return batch + (xs[-2],) * (x.ndim > 1) + (ys[-1],) * (y.ndim > 1)
 
 
 # -- shared checks -------------------------------------------------------------------------

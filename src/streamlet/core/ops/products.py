@@ -2,6 +2,7 @@
 gathered matmuls, convolve, and the Hadamard transform."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -9,6 +10,8 @@ import numpy as np
 from . import build as b
 from . import dims
 from .build import dt
+from .linalg import product_kernel, product_shape
+from .rules import via
 
 _build = b
 
@@ -26,8 +29,7 @@ def _pair(a, b_, op):
     return b.as_array(a, op), b.as_array(b_, op)
 
 
-_INNER = b.make("inner", lambda xp, x, y, dtype:
-                 xp.asarray(xp.inner(b.cast(x, dtype), b.cast(y, dtype))))
+_INNER = b.make("inner", product_kernel(lambda xp, x, y: xp.inner(x, y)))
 
 
 def inner(a, b_, /, *, stream=None):
@@ -71,8 +73,8 @@ def _tensordot_axes(x, y, axes):
             tuple(b.normalize_axis(i, y.ndim, "tensordot") for i in ay))
 
 
-_TENSORDOT = b.make("tensordot", lambda xp, x, y, axes, dtype:
-                    xp.asarray(xp.tensordot(b.cast(x, dtype), b.cast(y, dtype), axes)))
+_TENSORDOT = b.make("tensordot", product_kernel(lambda xp, x, y, axes:
+                                                 xp.tensordot(x, y, axes)))
 
 
 def tensordot(a, b_, /, axes=2, *, stream=None):
@@ -127,24 +129,32 @@ def _einsum_shape(subscripts, shapes):
             raise ValueError(f"[einsum] Output subscript '{c}' is not in the inputs.")
     shape = [sizes[c] for c in head] + (list(ell) if "..." in out else []) + \
         [sizes[c] for c in tail]
-    return tuple(shape), len(set(ins.replace(",", "").replace("...", ""))) > len(head + tail)
+    summed = {c for t in terms for c in t.replace("...", "")} - set(head + tail)
+    return tuple(shape), [t.replace("...", "") for t in terms], summed
 
 
-def _einsum(xp, *operands, subscripts, dtype):
-    return xp.asarray(xp.einsum(subscripts, *[b.cast(x, dtype) for x in operands],
-                                optimize="greedy"))
+def _einsum_dtype(ops_, terms, summed):
+    """MLX's einsum dtype: an operand with an index of its own summed away is summed first
+    (bool and small integers widen as in `sum`); an index summed across two operands is a
+    matrix product, for inexact types only."""
+    from .reduction import _sum_dtype
+    d = functools.reduce(dt.promote_types, [x._dtype for x in ops_])
+    if d.kind not in "fc" and any(sum(c in t for t in terms) > 1 for c in summed):
+        _inexact("matmul", ops_[0], ops_[-1])
+    parts = [_sum_dtype(x._dtype) if set(t) & summed else x._dtype for x, t in zip(ops_, terms)]
+    return functools.reduce(dt.promote_types, parts)
 
 
-_EINSUM = b.make("einsum", _einsum)
+_EINSUM = b.make("einsum", product_kernel(lambda xp, *operands, subscripts:
+                                          xp.einsum(subscripts, *operands, optimize="greedy")))
 
 
 def einsum(subscripts, *operands, stream=None):
-    """Einstein summation: `mx.einsum("ij,jk->ik", a, b)` is `a @ b`."""
+    """Einstein summation: `mx.einsum("ij,jk->ik", a, b)` is `a @ b`; on integers as far as
+    MLX goes (no contraction of two operands): `mx.einsum("ii", mx.eye(2, dtype=mx.int32))`."""
     ops_ = [b.as_array(x, "einsum") for x in operands]
-    shape, contracts = _einsum_shape(subscripts, [x._shape for x in ops_])
-    ops_, d = b.promote_many(ops_, "einsum")
-    if d.kind not in "fc" and (contracts or len(ops_) > 1):
-        _inexact("matmul", ops_[0], ops_[-1])
+    shape, terms, summed = _einsum_shape(subscripts, [x._shape for x in ops_])
+    d = _einsum_dtype(ops_, terms, summed)
     return b.node(_EINSUM, tuple(ops_), shape, d, {"subscripts": subscripts, "dtype": d.np},
                   b.resolve(stream))
 
@@ -185,30 +195,63 @@ def trace(a, /, offset=0, axis1=0, axis2=1, dtype=None, *, stream=None):
 
 
 def vecdot(a, b_, /, *, axis=-1, stream=None):
-    """`sum(conj(a) * b, axis)`, with broadcasting."""
+    """`sum(conj(a) * b, axis)`, with broadcasting: `mx.vecdot(mx.array([1, 2]),
+    mx.array([3, 4]))` is 11."""
     from .elementwise import conj, multiply
     from .reduction import sum as sum_
     x, y = _pair(a, b_, "vecdot")
+    if x.ndim == 0 or y.ndim == 0:
+        raise ValueError("[vecdot] inputs must be at least 1D.")
+    ax = b.normalize_axis(axis, x.ndim, "vecdot")  # AxisError: an IndexError as MLX's
+    if axis + y.ndim != ax if axis < 0 else axis >= y.ndim:
+        raise ValueError(f"[vecdot] axis {axis} is out of bounds for shapes {x._shape} and "
+                         f"{y._shape}.")
+    if x._shape[ax] != y._shape[ax]:
+        raise ValueError(f"[vecdot] a and b must have the same size along axis {axis}, got "
+                         f"{x._shape} and {y._shape}.")
     prod = multiply(conj(x, stream=stream) if x._dtype.kind == "c" else x, y, stream=stream)
-    return sum_(prod, axis, stream=stream)
+    return sum_(prod, ax, stream=stream)
+
+
+def _addmm_composite(c, x, y, alpha, beta, dtype):
+    from .elementwise import add, multiply
+    from .linalg import matmul
+    return add(multiply(matmul(x, y), alpha), multiply(c, beta))
+
+
+@product_kernel
+def _addmm(xp, c, x, y, alpha, beta):
+    return x.dtype.type(alpha) * xp.matmul(x, y) + x.dtype.type(beta) * c
+
+
+_ADDMM = b.make("addmm", _addmm, **via(_addmm_composite))
 
 
 def addmm(c, a, b_, /, alpha=1.0, beta=1.0, *, stream=None):
-    """`alpha * (a @ b) + beta * c`, for real floating types."""
+    """`alpha * (a @ b) + beta * c` in one rounding (`c` broadcast to the product's shape):
+    `mx.addmm(mx.zeros((2, 2)), mx.eye(2), mx.ones((2, 2)), 2.0)` is all 2."""
     from .elementwise import add, multiply
     from .linalg import matmul
     x, y, z = (b.as_array(v, "addmm") for v in (a, b_, c))
+    if x.ndim == 0 or y.ndim == 0:
+        raise ValueError("[addmm] Got 0 dimension input. Inputs must have at least one "
+                         "dimension.")
     d = dt.promote_types(dt.promote_types(x._dtype, y._dtype), z._dtype)
+    alpha, beta = float(alpha), float(beta)
+    if d.kind == "c":  # MLX: a matmul, then the scaled sum
+        return add(multiply(matmul(x, y, stream=stream), alpha, stream=stream),
+                   multiply(beta, z, stream=stream), stream=stream)
+    shape = product_shape(x, y, "addmm")
     if d.kind != "f":
         raise ValueError(f"[addmm] Only real floating point types are supported but "
-                         f"{x._dtype.name}, {y._dtype.name} and {z._dtype.name} were "
-                         f"provided which results in {d.name}.")
-    prod = matmul(x, y, stream=stream)
-    if alpha != 1.0:
-        prod = multiply(prod, float(alpha), stream=stream)
-    b.broadcast_shapes(z._shape, prod._shape, op="addmm")
-    return add(prod, multiply(z, float(beta), stream=stream) if beta != 1.0 else z,
-               stream=stream)
+                         f"{z._dtype.name}, {x._dtype.name} and {y._dtype.name} were "
+                         f"provided which results in {d.name}, which is not a real floating "
+                         "point type.")
+    if b.broadcast_shapes(z._shape, shape, op="addmm") != shape:
+        raise ValueError(f"[addmm] input c with shape {z._shape} must broadcast to the "
+                         f"output shape {shape}.")
+    return b.node(_ADDMM, (z, x, y), shape, d, {"alpha": alpha, "beta": beta, "dtype": d.np},
+                  b.resolve(stream))
 
 
 def _expand_mask(mask, block, rows, cols, stream):
