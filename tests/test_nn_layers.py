@@ -303,3 +303,41 @@ def test_quantize_swaps_layers_like_mlx():
         close(a.parameters(), b.parameters(), rtol=0, atol=0)
     with pytest.raises(ValueError):
         nn.quantize(nn.Sequential(nn.Embedding(5, 64)), mode="mxfp8", quantize_input=True)
+
+
+def _fake_quantized(x, mode):
+    """``x`` through MLX's quantize and dequantize (what qqmm multiplies)."""
+    q = mlx_core.dequantize(*mlx_core.quantize(theirs(x), mode=mode), mode=mode)
+    return q.astype(mlx_core.float32)
+
+
+@pytest.mark.parametrize("mode", ["nvfp4", "mxfp8"])
+def test_qq_linear_matches_mlx_in_both_modes(mode):
+    skip_unless("qqmm", "quantize", "dequantize")
+    x = np.random.default_rng(6).normal(size=(2, 64)).astype(F)
+    a, b = twins(lambda nn: nn.Linear(64, 32, bias=False))
+    qa = a.to_quantized(mode=mode, quantize_input=True)
+    qb = b.to_quantized(mode=mode, quantize_input=True)
+    assert repr(qa) == repr(qb) and qa.training
+    # MLX's CPU qqmm computes no general case: the reference is its fake-quantized product
+    want = _fake_quantized(x, mode) @ _fake_quantized(np.array(b.weight), mode).T
+    close(qa(ours(x)), want, rtol=1e-3, atol=1e-3, what=mode + " training")
+    qa.eval()
+    qb.eval()
+    assert sorted(qa) == sorted(qb) == ["scales", "weight"]
+    close(qa.parameters(), qb.parameters(), rtol=0, atol=0)
+    close(qa(ours(x)), want, rtol=1e-3, atol=1e-3, what=mode + " eval")
+    qa.train()
+    qb.train()
+    assert sorted(qa) == ["weight"]
+    close(qa.parameters(), qb.parameters(), rtol=0, atol=0)  # dequantized as MLX does
+
+
+def test_qq_linear_refuses_what_mlx_refuses():
+    with pytest.raises(ValueError, match="nvfp4"):
+        nn.Linear(64, 32).to_quantized(mode="affine", quantize_input=True)
+    with pytest.raises(NotImplementedError):
+        nn.QQLinear.from_linear(nn.Linear(64, 32))
+    with pytest.raises(ValueError, match="Invalid quantization mode"):
+        nn.QQLinear(64, 32, mode="int4")
+    assert repr(nn.QQLinear(64, 32)) == repr(mlx_nn.QQLinear(64, 32))
