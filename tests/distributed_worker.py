@@ -203,6 +203,66 @@ def gradients():
     np.testing.assert_allclose(np.asarray(part), np.arange(3 * R, 3 * R + 3))
 
 
+def _close(a, b, tol=1e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+@check
+def sharded_linear_layers():
+    import streamlet.nn as nn
+    from streamlet.nn.layers.distributed import clip_grad_norm_sharded, shard_linear
+    mx.random.seed(11)  # the same layers and inputs on every rank
+    lin, x = nn.Linear(16, 8), mx.random.normal((3, 16))
+    out, inp = slice(R * 8 // N, (R + 1) * 8 // N), slice(R * 16 // N, (R + 1) * 16 // N)
+    y = lin(x)
+    _close(shard_linear(lin, "all-to-sharded")(x), y[:, out])
+    _close(shard_linear(lin, "sharded-to-all")(x[:, inp]), y)
+    model = nn.Sequential(nn.Linear(16, 8), nn.Linear(8, 4))
+    sharded = nn.Sequential(shard_linear(model.layers[0], "all-to-sharded"),
+                            shard_linear(model.layers[1], "sharded-to-all"))
+
+    def loss(m, v):
+        return (m(v) ** 2).sum()
+    l1, g1 = nn.value_and_grad(model, loss)(model, x)
+    l2, g2 = nn.value_and_grad(sharded, loss)(sharded, x)
+    _close(l1, l2, 1e-4)
+    w0, w1 = g1["layers"][0], g1["layers"][1]
+    s0, s1 = g2["layers"][0], g2["layers"][1]
+    _close(w0["weight"][out], s0["weight"], 1e-4)
+    _close(w0["bias"][out], s0["bias"], 1e-4)
+    _close(w1["weight"][:, out], s1["weight"], 1e-4)
+    _close(w1["bias"], s1["bias"], 1e-4)
+    # the input's gradient is whole on every rank (summed over the shards)
+    _close(mx.grad(lambda v: loss(model, v))(x), mx.grad(lambda v: loss(sharded, v))(x), 1e-4)
+    clipped, norm = clip_grad_norm_sharded({"a": mx.ones((2,)) * (R + 1)}, 1.0)
+    want = np.sqrt(sum(2 * (r + 1) ** 2 for r in range(N)))
+    _close(norm, want)
+    _close(clipped["a"], np.ones(2) * (R + 1) / (want + 1e-6))
+
+
+@check
+def fully_sharded_module():
+    import streamlet.nn as nn
+    from streamlet.nn.layers.distributed import FullyShardedModule, fully_shard
+    mx.random.seed(12)
+    whole = nn.Linear(8, 4)
+    mx.random.seed(12)
+    fsdp = fully_shard(nn.Linear(8, 4))
+    assert isinstance(fsdp, FullyShardedModule)
+    assert fsdp.module.weight.shape == (4 // N, 8)
+    xs = [mx.random.normal((2, 8), key=mx.random.key(100 + r)) for r in range(N)]
+    _close(fsdp(xs[R]), whole(xs[R]))
+
+    def loss(m, v):
+        return (m(v) ** 2).sum()
+    _, g = nn.value_and_grad(fsdp, loss)(fsdp, xs[R])
+    mean = [np.mean([np.asarray(nn.value_and_grad(whole, loss)(whole, v)[1][k]) for v in xs], 0)
+            for k in ("weight", "bias")]
+    rows = slice(R * 4 // N, (R + 1) * 4 // N)
+    _close(g["module"]["weight"], mean[0][rows], 1e-4)
+    _close(g["module"]["bias"], mean[1][rows], 1e-4)
+
+
 def main():
     failed = 0
     for fn in CHECKS:

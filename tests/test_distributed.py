@@ -17,7 +17,7 @@ import streamlet.core as mx
 from streamlet import launch
 from streamlet.core.distributed import group as group_mod
 from streamlet.core.distributed import mpi, nccl, order
-from streamlet.core.distributed.ops import sum_gradients
+from streamlet.core.distributed.ops import gather_shards, sum_gradients
 
 D = mx.distributed
 HERE = Path(__file__).parent
@@ -100,12 +100,14 @@ def test_nccl_without_a_gpu_or_launcher(monkeypatch):
 
 def test_docstring_examples():
     import streamlet.core.distributed as dist
+    import streamlet.nn as nn
+    from streamlet.nn.layers import distributed as layers
     finder = doctest.DocTestFinder()
     tests = []
-    for module in (dist, group_mod, dist.ops, launch):
-        tests += [t for t in finder.find(module, globs={"mx": mx, **vars(module)})
-                  if t.examples and t.name.split(".")[-1] != "worker"]
-    assert len(tests) >= 10
+    for module in (dist, group_mod, dist.ops, launch, layers):
+        tests += [t for t in finder.find(module, globs={"mx": mx, "nn": nn, **vars(module)})
+                  if t.examples]
+    assert len(tests) >= 17
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     for t in tests:
         runner.run(t)
@@ -231,6 +233,9 @@ def test_gradient_rules(rng):
     np.testing.assert_allclose(np.asarray(grad), 3 * np.asarray(x), rtol=1e-6)
     grad = mx.grad(lambda v: (sum_gradients(v, g) * x).sum())(x)
     np.testing.assert_allclose(np.asarray(grad), 3 * np.asarray(x), rtol=1e-6)
+    # gather_shards: the cotangents' mean over the group (here 3 equal ones), this block
+    grad = mx.grad(lambda v: (gather_shards(v, g) * w).sum())(x)
+    np.testing.assert_array_equal(np.asarray(grad), np.asarray(w)[2:4])
 
 
 def test_jvp_and_vmap_rules(rng):
@@ -303,7 +308,8 @@ def four_processes():
 
 CHECKS = ["reductions", "gather_and_scatter", "send_recv", "split_groups",
           "streams_keep_program_order", "communication_stream_beside_compute",
-          "recycled_outputs_stay_apart", "gradients"]
+          "recycled_outputs_stay_apart", "gradients", "sharded_linear_layers",
+          "fully_sharded_module"]
 
 
 @pytest.mark.parametrize("name", CHECKS)

@@ -83,7 +83,7 @@ def _like(op, x, comm, stream=_HERE, after=None):
 
 
 def _shape_of(op, shape, n):
-    if op == "all_gather":
+    if op in ("all_gather", "gather_shards"):
         return (shape[0] * n,) + shape[1:] if shape else (n,)
     if op == "sum_scatter":
         return (shape[0] // n,) + shape[1:]
@@ -107,6 +107,11 @@ def _gather_vjp(cot, out, x, *after, comm):
     n = x._shape[0] if x._shape else 1
     part = cot[comm.rank * n:(comm.rank + 1) * n]
     return _pad([part if x._shape else part.reshape(())], (x, *after))
+
+
+def _shards_vjp(cot, out, x, *after, comm):
+    """The mean over the group of each rank's cotangent, this rank's block of it."""
+    return _pad([_like("sum_scatter", cot, comm) / comm.size], (x, *after))
 
 
 def _gather_jvp(tangents, out, *primals, comm):
@@ -158,6 +163,9 @@ PRIMS = {
     "all_min": b.make("all_min", _reduce_kernel("min"), **_reduce_rules("all_min")),
     "all_gather": b.make("all_gather", _gather_kernel, vjp=_gather_vjp, jvp=_gather_jvp,
                          vmap=_first_axis_vmap("all_gather")),
+    # all_gather whose gradient is the group's mean, scattered: sharded parameters
+    "gather_shards": b.make("gather_shards", _gather_kernel, vjp=_shards_vjp,
+                            jvp=_gather_jvp, vmap=_first_axis_vmap("all_gather")),
     "sum_scatter": b.make("sum_scatter", _scatter_kernel, vjp=_scatter_vjp,
                           jvp=_scatter_jvp, vmap=_first_axis_vmap("sum_scatter")),
     "send": b.make("send", _send_kernel, vmap=_send_vmap),
@@ -167,6 +175,17 @@ PRIMS = {
 _SUM_GRADIENTS = b.make("sum_gradients", _identity_kernel, vjp=_sum_gradients_vjp,
                         jvp=lambda tangents, out, x, group: tangents[0],
                         vmap=lambda axes, out, x, group: (sum_gradients(x, group), axes[0]))
+
+
+def gather_shards(x, group=None):
+    """`all_gather(x)` whose gradient is the mean of every rank's cotangent, reduced and
+    scattered back to this rank's shard (fully sharded data parallelism)."""
+    x = b.as_array(x, "gather_shards")
+    group = _group(group, "gather_shards")
+    if group.size() == 1:
+        return alias(x)
+    return _node("gather_shards", (x,), _shape_of("all_gather", x._shape, group.size()),
+                 x._dtype, group, None)
 
 
 def sum_gradients(x, group=None):

@@ -16,14 +16,16 @@ import math
 from typing import Callable, Optional, Union
 
 import streamlet.core as mx
-from streamlet.core.distributed.ops import sum_gradients
-from streamlet.utils import tree_map, tree_map_with_path, tree_reduce
+from streamlet.core.distributed.ops import gather_shards, sum_gradients
+from streamlet.utils import tree_flatten, tree_map, tree_map_with_path, tree_reduce, \
+    tree_unflatten
 
 from .base import Module
 from .linear import Linear
 
-__all__ = ["AllToShardedLinear", "QuantizedAllToShardedLinear", "QuantizedShardedToAllLinear",
-           "ShardedToAllLinear", "clip_grad_norm_sharded", "shard_inplace", "shard_linear"]
+__all__ = ["AllToShardedLinear", "FullyShardedModule", "QuantizedAllToShardedLinear",
+           "QuantizedShardedToAllLinear", "ShardedToAllLinear", "clip_grad_norm_sharded",
+           "fully_shard", "shard_inplace", "shard_linear"]
 
 SHARDINGS = ("all-to-sharded", "sharded-to-all")
 
@@ -267,6 +269,88 @@ class QuantizedShardedToAllLinear(_Quantized):
     """
 
     sharding = "sharded-to-all"
+
+
+def _shardable(module, key, value):
+    return not isinstance(value, FullyShardedModule) and Module.valid_parameter_filter(
+        module, key, value)
+
+
+class FullyShardedModule(Module):
+    """`module` with every parameter sharded along its first axis across `group`: the
+    whole parameters are gathered for each call, and the gradients come back as this
+    process's shard of their mean over the group, so each process stores and updates
+    only its shard.
+
+    Args:
+        module (Module): The module to shard (its parameters are replaced by shards).
+        group (Group, optional): The group to shard across. Default: the world.
+        compute_dtype (Dtype, optional): The dtype the gathered parameters are cast to.
+    """
+
+    def __init__(self, module: Module, group=None, compute_dtype: Optional[mx.Dtype] = None):
+        super().__init__()
+        group = group or mx.distributed.init()
+        n = group.size()
+        flat = tree_flatten(module.filter_and_map(_shardable))
+        for path, a in flat:
+            if a.ndim == 0:
+                raise ValueError(f"Cannot shard parameter '{path}' because it is a scalar.")
+            if a.shape[0] % n:
+                raise ValueError(f"Cannot shard parameter '{path}' with shape {a.shape} "
+                                 f"across {n} devices: axis 0 must be divisible by {n}.")
+        object.__setattr__(self, "_paths", [k for k, _ in flat])
+        object.__setattr__(self, "_shapes", [a.shape for _, a in flat])
+        module.update(_shard(module.filter_and_map(_shardable), lambda p, w: 0, group))
+        self.module = module
+        self.group, self.compute_dtype = group, compute_dtype
+
+    def _extra_repr(self) -> str:
+        return f"num_sharded_params={len(self._paths)}"
+
+    def _gather(self, shards):
+        """The whole parameters from this process's shards, in one all_gather."""
+        cast = self.compute_dtype
+        flat = mx.concatenate([(s if cast is None else s.astype(cast)).reshape(1, -1)
+                               for s in shards], axis=1)
+        whole = gather_shards(flat, self.group)  # (group size, every shard's size)
+        ends, total = [], 0
+        for s in shards[:-1]:
+            total += s.size
+            ends.append(total)
+        parts = mx.split(whole, ends, axis=1)
+        return [p.reshape(shape) for p, shape in zip(parts, self._shapes)]
+
+    def _gathered_call(self, fn, *args, **kwargs):
+        shards = self.module.filter_and_map(_shardable)
+        whole = self._gather([a for _, a in tree_flatten(shards)])
+        self.module.update(tree_unflatten(list(zip(self._paths, whole))))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.module.update(shards)
+
+    def __call__(self, *args, **kwargs):
+        return self._gathered_call(self.module, *args, **kwargs)
+
+    def as_linear(self, *args, **kwargs):
+        """The wrapped module's `as_linear` (a tied embedding) with gathered parameters."""
+        return self._gathered_call(self.module.as_linear, *args, **kwargs)
+
+
+def fully_shard(module: Module, *, group=None, compute_dtype: Optional[mx.Dtype] = None):
+    """`module` wrapped in a :class:`FullyShardedModule` (unchanged on a group of one, if
+    already wrapped, or if it has no parameters).
+
+    >>> lin = nn.Linear(4, 4)
+    >>> fully_shard(lin) is lin   # a group of one
+    True
+    """
+    group = group or mx.distributed.init()
+    if group.size() == 1 or isinstance(module, FullyShardedModule):
+        return module
+    wrapped = FullyShardedModule(module, group=group, compute_dtype=compute_dtype)
+    return wrapped if wrapped._paths else module
 
 
 def clip_grad_norm_sharded(gradients, max_norm: float, group=None):
