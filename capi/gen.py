@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import os
 import pathlib
 import re
 import sys
@@ -335,12 +336,15 @@ def write_headers(funcs, check=False):
         text = text.replace("@DECLS@\n", decls).replace("@TYPES@\n", typedefs())
         text = BANNER.format(name=tpl.name) + text
         out = INCLUDE / tpl.name
+        if out.exists() and out.read_text() == text:
+            continue
         if check:
-            if not out.exists() or out.read_text() != text:
-                stale.append(str(out.relative_to(ROOT)))
-        else:
+            stale.append(str(out.relative_to(ROOT)))
+        else:  # whole files only: builds in parallel processes read them
             out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(text)
+            tmp = out.with_name(f".{out.name}.{os.getpid()}")
+            tmp.write_text(text)
+            os.replace(tmp, out)
     leftover = {h: v for h, v in by_header.items() if v}
     if leftover:
         raise ValueError(f"rows for headers without a template: {sorted(leftover)}")
@@ -350,8 +354,10 @@ def write_headers(funcs, check=False):
 def typedefs():
     out = []
     for h in HANDLES:
-        extra = " void* map_ctx;" if h in ITERATORS else ""
-        out.append(f"typedef struct {h}_ {{ void* ctx;{extra} }} {h};\n")
+        if h in ITERATORS:
+            out.append(f"typedef struct {h}_ {{\n  void* ctx;\n  void* map_ctx;\n}} {h};\n")
+        else:
+            out.append(f"typedef struct {h}_ {{ void* ctx; }} {h};\n")
     return "".join(out)
 
 

@@ -278,7 +278,8 @@ def test_thread_affine_stream_from_another_thread_fails_through_the_handler(capi
           pthread_t th;
           pthread_create(&th, NULL, work, NULL);
           pthread_join(th, NULL);
-          printf("index %d\\nstatus %d %d\\nunsafe %g\\n", index, status_affine, status_unsafe, got);
+          printf("index %d\\nstatus %d %d\\n", index, status_affine, status_unsafe);
+          printf("unsafe %g\\n", got);
           printf("message %s\\n", last_error);
           mlx_array a = mlx_array_new_float(1.0f), r = mlx_array_new();
           CHECK(mlx_add(&r, a, a, affine));           /* the owner thread still may */
@@ -631,3 +632,133 @@ def test_closures_and_function_transforms(capi):
     np.testing.assert_allclose(values(out, "cube"), x ** 3)
     assert "failing 1 [mlx_closure] The closure's C function returned 7." in out
     assert "dtor 1 errors 1" in out
+
+
+def test_ops_with_every_kind_of_parameter(capi):
+    """Optional, nullable, string, int64-list, vector and two-result parameters."""
+    r = capi.run("""
+        static mlx_array vec(const float* d, int n) {
+          int shape[] = {n};
+          return mlx_array_new_data(d, shape, 1, MLX_FLOAT32);
+        }
+        int main(void) {
+          mlx_set_error_handler(record, NULL, NULL);
+          mlx_stream s = cpu_stream();
+          float xd[] = {1.0f, -2.0f, 3.0f, -4.0f, 5.0f, -6.0f};
+          int shape23[] = {2, 3};
+          mlx_array x = mlx_array_new_data(xd, shape23, 2, MLX_FLOAT32), r = mlx_array_new();
+          mlx_array lo = mlx_array_new_float(-1.5f), nanv = mlx_array_new_float(0.0f);
+          CHECK(mlx_clip(&r, x, lo, mlx_array_empty, s));          /* a null bound */
+          print_array("clip", r);
+          CHECK(mlx_divide(&nanv, nanv, nanv, s));                  /* nan */
+          mlx_optional_float none = {0.0f, false}, big = {9.0f, true};
+          CHECK(mlx_nan_to_num(&r, nanv, 7.0f, big, none, s));
+          print_array("nan_to_num", r);
+          int sh[] = {3}; int64_t st[] = {2};
+          CHECK(mlx_as_strided(&r, x, sh, 1, st, 1, 1, s));
+          print_array("as_strided", r);
+          CHECK(mlx_linalg_norm(&r, x, 2.0, NULL, 0, false, s));   /* a null axis list */
+          print_array("norm", r);
+          mlx_vector_array ops = mlx_vector_array_new_value(x);
+          CHECK(mlx_vector_array_append_value(ops, x));
+          CHECK(mlx_einsum(&r, "ij,ij->i", ops, s));
+          print_array("einsum", r);
+          int axes[] = {1}, low[] = {1}, high[] = {2};
+          CHECK(mlx_pad(&r, x, axes, 1, low, 1, high, 1, lo, "constant", s));
+          print_array("pad", r);
+          printf("pad_shape %d %d\\n", mlx_array_shape(r)[0], mlx_array_shape(r)[1]);
+          mlx_vector_array grids = mlx_vector_array_new();
+          float ad[] = {1, 2}, bd[] = {3, 4, 5};
+          mlx_vector_array ab = mlx_vector_array_new_value(vec(ad, 2));
+          CHECK(mlx_vector_array_append_value(ab, vec(bd, 3)));
+          CHECK(mlx_meshgrid(&grids, ab, false, "ij", s));
+          mlx_array g1 = mlx_array_new();
+          CHECK(mlx_vector_array_get(&g1, grids, 1));
+          print_array("meshgrid", g1);
+          int start[] = {0, 1}, stop[] = {2, 3}, strides[] = {1, 1};
+          CHECK(mlx_slice(&r, x, start, 2, stop, 2, strides, 2, s));
+          print_array("slice", r);
+          mlx_array ten = mlx_array_new_float(10.0f);
+          CHECK(mlx_slice_update_add(&r, x, ten, start, 2, stop, 2, strides, 2, s));
+          print_array("slice_add", r);
+          CHECK(mlx_slice_update(&r, x, ten, start, 2, stop, 2, strides, 2, s));
+          print_array("slice_set", r);
+          print_array("x_unchanged", x);
+          CHECK(mlx_topk_axis(&r, x, 2, 1, s));
+          CHECK(mlx_sort_axis(&r, r, 1, s));
+          print_array("topk", r);
+          CHECK(mlx_cumsum(&r, x, 1, true, false, s));
+          print_array("cumsum_rev_excl", r);
+          CHECK(mlx_softmax_axis(&r, x, 0, false, s));
+          print_array("softmax", r);
+          int ta[] = {1}, tb[] = {1};
+          CHECK(mlx_tensordot(&r, x, x, ta, 1, tb, 1, s));
+          print_array("tensordot", r);
+          float w[] = {1, 0, -1}; int wshape[] = {1, 3, 1}, ishape[] = {1, 6, 1};
+          mlx_array wt = mlx_array_new_data(w, wshape, 3, MLX_FLOAT32);
+          mlx_array in = mlx_array_new_data(xd, ishape, 3, MLX_FLOAT32);
+          CHECK(mlx_conv1d(&r, in, wt, 1, 0, 1, 1, s));
+          print_array("conv1d", r);
+          mlx_array q = mlx_array_new(), rr = mlx_array_new();
+          CHECK(mlx_divmod(&grids, x, lo, s));
+          CHECK(mlx_vector_array_get(&q, grids, 0));
+          CHECK(mlx_vector_array_get(&rr, grids, 1));
+          print_array("divmod_q", q);
+          print_array("divmod_r", rr);
+          mlx_array u1 = mlx_array_new(), u2 = mlx_array_new();
+          mlx_array zero = mlx_array_new_float(0.0f), one = mlx_array_new_float(1.0f);
+          CHECK(mlx_random_seed(7));
+          CHECK(mlx_random_uniform(&u1, zero, one, sh, 1, MLX_FLOAT32, mlx_array_empty, s));
+          CHECK(mlx_random_seed(7));
+          CHECK(mlx_random_uniform(&u2, zero, one, sh, 1, MLX_FLOAT32, mlx_array_empty, s));
+          CHECK(mlx_array_equal(&r, u1, u2, false, s));
+          bool same; CHECK(mlx_array_item_bool(&same, r));
+          printf("seeded %d\\n", same);
+          int axes01[] = {0, 1};
+          CHECK(mlx_fft_fft2(&r, x, shape23, 2, axes01, 2, MLX_FFT_NORM_ORTHO, s));
+          CHECK(mlx_abs(&r, r, s));
+          print_array("fft2", r);
+          mlx_complex64_t c;
+          CHECK(mlx_fft_fft(&r, vec(xd, 6), 6, 0, MLX_FFT_NORM_BACKWARD, s));
+          CHECK(mlx_sum(&r, r, false, s));
+          CHECK(mlx_array_item_complex64(&c, r));
+          printf("fftsum %g %g\\n", crealf(c), cimagf(c));
+          return 0;
+        }
+    """)
+    assert r.stdout.count("FAILED") == 0, r.stdout + r.stderr
+    out = r.stdout
+    x = np.array([[1.0, -2, 3], [-4, 5, -6]], dtype=np.float32)
+    np.testing.assert_array_equal(values(out, "clip"), np.maximum(x, -1.5).ravel())
+    np.testing.assert_array_equal(values(out, "nan_to_num"), [7])
+    np.testing.assert_array_equal(values(out, "as_strided"), x.ravel()[1::2][:3])
+    np.testing.assert_allclose(values(out, "norm"), [np.linalg.norm(x, 2)], rtol=1e-5)
+    np.testing.assert_allclose(values(out, "einsum"), (x * x).sum(1))
+    np.testing.assert_array_equal(values(out, "pad"),
+                                  np.pad(x, ((0, 0), (1, 2)), constant_values=-1.5).ravel())
+    assert "pad_shape 2 6" in out
+    np.testing.assert_array_equal(values(out, "meshgrid"),
+                                  np.meshgrid([1, 2], [3, 4, 5], indexing="ij")[1].ravel())
+    np.testing.assert_array_equal(values(out, "slice"), x[0:2, 1:3].ravel())
+    added, assigned = x.copy(), x.copy()
+    added[0:2, 1:3] += 10
+    assigned[0:2, 1:3] = 10
+    np.testing.assert_array_equal(values(out, "slice_add"), added.ravel())
+    np.testing.assert_array_equal(values(out, "slice_set"), assigned.ravel())
+    np.testing.assert_array_equal(values(out, "x_unchanged"), x.ravel())
+    np.testing.assert_array_equal(values(out, "topk"), np.sort(x, 1)[:, 1:].ravel())
+    rev_excl = np.flip(np.cumsum(np.flip(x, 1), 1), 1) - x
+    np.testing.assert_allclose(values(out, "cumsum_rev_excl"), rev_excl.ravel())
+    e = np.exp(x - x.max(0))
+    np.testing.assert_allclose(values(out, "softmax"), (e / e.sum(0)).ravel(), rtol=1e-6)
+    np.testing.assert_allclose(values(out, "tensordot"), (x @ x.T).ravel())
+    xv = x.ravel()
+    np.testing.assert_allclose(values(out, "conv1d"), xv[:-2] - xv[2:])
+    np.testing.assert_array_equal(values(out, "divmod_q"), np.floor_divide(x, -1.5).ravel())
+    np.testing.assert_allclose(values(out, "divmod_r"), np.remainder(x, -1.5).ravel())
+    assert "seeded 1" in out
+    np.testing.assert_allclose(values(out, "fft2"),
+                               np.abs(np.fft.fft2(x, norm="ortho")).ravel(), rtol=1e-5, atol=1e-5)
+    f = np.fft.fft(xv).sum()
+    np.testing.assert_allclose(values(out, "fftsum"), [f.real, f.imag], atol=1e-4)
+    assert r.returncode == 0

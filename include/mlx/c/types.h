@@ -19,8 +19,14 @@ typedef struct mlx_vector_string_ { void* ctx; } mlx_vector_string;
 typedef struct mlx_vector_stream_ { void* ctx; } mlx_vector_stream;
 typedef struct mlx_map_string_to_array_ { void* ctx; } mlx_map_string_to_array;
 typedef struct mlx_map_string_to_string_ { void* ctx; } mlx_map_string_to_string;
-typedef struct mlx_map_string_to_array_iterator_ { void* ctx; void* map_ctx; } mlx_map_string_to_array_iterator;
-typedef struct mlx_map_string_to_string_iterator_ { void* ctx; void* map_ctx; } mlx_map_string_to_string_iterator;
+typedef struct mlx_map_string_to_array_iterator_ {
+  void* ctx;
+  void* map_ctx;
+} mlx_map_string_to_array_iterator;
+typedef struct mlx_map_string_to_string_iterator_ {
+  void* ctx;
+  void* map_ctx;
+} mlx_map_string_to_string_iterator;
 typedef struct mlx_closure_ { void* ctx; } mlx_closure;
 typedef struct mlx_closure_value_and_grad_ { void* ctx; } mlx_closure_value_and_grad;
 #ifdef __cplusplus
