@@ -260,8 +260,7 @@ def test_layer_errors_match_mlx():
 @pytest.mark.parametrize("mode,kwargs", [
     ("affine", {}), ("affine", {"bits": 8, "group_size": 32}), ("affine", {"bits": 3}),
     ("mxfp4", {}), ("nvfp4", {}),
-    pytest.param("mxfp8", {}, marks=pytest.mark.xfail(
-        reason="mx.quantize mxfp8: some E8M0 scales are one below MLX's", strict=False))])
+    ("mxfp8", {})])
 def test_quantized_linear_matches_mlx(mode, kwargs):
     skip_unless("quantize", "quantized_matmul", "dequantize")
     x = np.random.default_rng(5).normal(size=(3, 128)).astype(F)

@@ -10,6 +10,9 @@ from .base import Module  # noqa: F401
 from .containers import Sequential  # noqa: F401
 from .convolution import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,  # noqa
                           ConvTranspose3d)
+from .distributed import (AllToShardedLinear, FullyShardedModule,  # noqa: F401
+                          QuantizedAllToShardedLinear, QuantizedShardedToAllLinear,
+                          ShardedToAllLinear, fully_shard)
 from .dropout import Dropout, Dropout2d, Dropout3d  # noqa: F401
 from .embedding import Embedding  # noqa: F401
 from .linear import Bilinear, Identity, Linear  # noqa: F401
