@@ -8,6 +8,7 @@ import numpy as np
 from . import build as b
 from . import dims
 from .build import dt
+from .rules import along_axes, to_front, via
 
 
 def _ints(value, op, what):
@@ -17,7 +18,27 @@ def _ints(value, op, what):
     return tuple(int(v) for v in values)
 
 
-_TILE = b.make("tile", lambda xp, a, reps: xp.tile(a, reps))
+def _tile_vjp(c, out, x, reps):
+    """The cotangent summed over the copies: each axis split into (reps, size)."""
+    from .reduction import sum as sum_
+    from .shape import reshape
+    size = (1,) * (len(reps) - x.ndim) + x._shape
+    split = tuple(n for pair in zip(reps, size) for n in pair)
+    summed = sum_(reshape(c, split), tuple(range(0, 2 * len(reps), 2)))
+    return (reshape(summed, x._shape),)
+
+
+def _tile_vmap(axes, out, x, reps):
+    x = to_front(x, axes[0])
+    lack = len(reps) - (x.ndim - 1)
+    if lack > 0:
+        from .shape import reshape
+        x = reshape(x, x._shape[:1] + (1,) * lack + x._shape[1:])
+    return tile(x, (1,) + reps), 0
+
+
+_TILE = b.make("tile", lambda xp, a, reps: xp.tile(a, reps), vjp=_tile_vjp,
+               jvp=lambda t, out, x, reps: tile(t[0], reps), vmap=_tile_vmap)
 
 
 def tile(a, reps, /, *, stream=None):
@@ -33,7 +54,16 @@ def tile(a, reps, /, *, stream=None):
     return b.node(_TILE, (a,), out, a._dtype, {"reps": full_reps}, b.resolve(stream))
 
 
-_REPEAT = b.make("repeat", lambda xp, a, repeats, axis: xp.repeat(a, repeats, axis))
+def _repeat_vjp(c, out, x, repeats, axis):
+    from .reduction import sum as sum_
+    from .shape import reshape
+    split = x._shape[:axis + 1] + (repeats,) + x._shape[axis + 1:]
+    return (sum_(reshape(c, split), axis + 1),)
+
+
+_REPEAT = b.make("repeat", lambda xp, a, repeats, axis: xp.repeat(a, repeats, axis),
+                 vjp=_repeat_vjp, jvp=lambda t, out, x, repeats, axis: repeat(t[0], repeats, axis),
+                 vmap=along_axes("axis"))
 
 
 def repeat(array, repeats, axis=None, *, stream=None):
@@ -57,7 +87,37 @@ def _pad(xp, a, value, widths, mode):
     return xp.pad(a, widths, mode=mode)
 
 
-_PAD = b.make("pad", _pad)
+def _pad_vjp(c, out, x, value, widths, mode):
+    """Constant: the interior of the cotangent.  Other modes read input elements more than
+    once: each axis's reads (np.pad of the positions) are added back, axis by axis."""
+    if mode == "constant":
+        return (c[tuple(slice(lo, lo + n) for n, (lo, _) in zip(x._shape, widths))],
+                lambda: c.sum() - c[tuple(slice(lo, lo + n)
+                                          for n, (lo, _) in zip(x._shape, widths))].sum())
+    from .creation import zeros
+    from .indexing import _scatter_add
+    g = c
+    for ax, (n, w) in enumerate(zip(x._shape, widths)):
+        reads = np.pad(np.arange(n), w, mode=mode)
+        shape = g._shape[:ax] + (n,) + g._shape[ax + 1:]
+        g = _scatter_add(g, zeros(shape, c._dtype), (slice(None),) * ax + (b.array(reads),))
+    return (g, None)
+
+
+def _pad_jvp(t, out, x, value, widths, mode):
+    from .creation import zeros
+    tx = t[0] if t[0] is not None else zeros(x._shape, out._dtype)
+    tv = t[1] if t[1] is not None and mode == "constant" else 0
+    return pad(tx, widths, mode, tv)
+
+
+def _pad_vmap(axes, out, x, value, widths, mode):
+    if axes[1] is not None:
+        raise ValueError("[pad] vmap over the padding value is not supported.")
+    return pad(to_front(x, axes[0]), ((0, 0),) + widths, mode, value), 0
+
+
+_PAD = b.make("pad", _pad, vjp=_pad_vjp, jvp=_pad_jvp, vmap=_pad_vmap)
 _PAD_MODES = ("constant", "edge", "reflect", "symmetric")
 
 
@@ -100,7 +160,20 @@ def pad(a, pad_width, mode="constant", constant_values=0, *, stream=None):
                   b.resolve(stream))
 
 
-_ROLL = b.make("roll", lambda xp, a, shift, axis: xp.roll(a, shift, axis))
+def _roll_vjp(c, out, x, shift, axis):
+    back = -shift if axis is None else tuple(-s for s in shift)
+    return (roll(c, back, axis),)
+
+
+def _roll_vmap(axes, out, x, shift, axis):
+    if axis is None:  # the flattened array rolls across the batch: slice by slice
+        from ..vmap import batch_by_loop
+        return batch_by_loop(axes, out, x, shift=shift, axis=axis)
+    return roll(to_front(x, axes[0]), shift, tuple(a + 1 for a in axis)), 0
+
+
+_ROLL = b.make("roll", lambda xp, a, shift, axis: xp.roll(a, shift, axis), vjp=_roll_vjp,
+               jvp=lambda t, out, x, shift, axis: roll(t[0], shift, axis), vmap=_roll_vmap)
 
 
 def roll(a, shift, axis=None, *, stream=None):
@@ -124,7 +197,9 @@ def roll(a, shift, axis=None, *, stream=None):
                   b.resolve(stream))
 
 
-_FLIP = b.make("flip", lambda xp, a, axis: xp.asarray(xp.flip(a, axis)))
+_FLIP = b.make("flip", lambda xp, a, axis: xp.asarray(xp.flip(a, axis)),
+               vjp=lambda c, out, x, axis: (flip(c, axis),),
+               jvp=lambda t, out, x, axis: flip(t[0], axis), vmap=along_axes("axis"))
 
 
 def flip(a, /, axis=None, *, stream=None):
@@ -138,9 +213,27 @@ def _diag_len(n, m, k):
     return max(0, min(n + min(k, 0), m - max(k, 0)))
 
 
+def _diagonal_composite(a, offset, axis1, axis2):
+    """The diagonal by indexing: the two axes moved last, then one index array each."""
+    from .shape import moveaxis
+    m = moveaxis(moveaxis(a, axis1, -1), axis2 if axis2 < axis1 else axis2 - 1, -1)
+    n = _diag_len(a._shape[axis1], a._shape[axis2], offset)
+    rows = np.arange(n) + max(-offset, 0)
+    return m[..., b.array(rows), b.array(np.arange(n) + max(offset, 0))]
+
+
+def _diag_composite(a, k):
+    from .creation import zeros
+    from .updates import setitem
+    n = a._shape[0] + abs(k)
+    idx = np.arange(a._shape[0])
+    index = (b.array(idx + max(-k, 0)), b.array(idx + max(k, 0)))
+    return setitem(zeros((n, n), a._dtype), index, a)
+
+
 _DIAGONAL = b.make("diagonal", lambda xp, a, offset, axis1, axis2:
-                   xp.diagonal(a, offset, axis1, axis2))
-_DIAG = b.make("diag", lambda xp, a, k: xp.diag(a, k))
+                   xp.diagonal(a, offset, axis1, axis2), **via(_diagonal_composite))
+_DIAG = b.make("diag", lambda xp, a, k: xp.diag(a, k), **via(_diag_composite))
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1, stream=None):
@@ -183,7 +276,9 @@ def tri(n, m=None, k=0, dtype=None, *, stream=None):
 
 
 def _triangle(name, fn):
-    prim = b.make(name, lambda xp, x, k: fn(xp)(x, k))
+    prim = b.make(name, lambda xp, x, k: fn(xp)(x, k),
+                  vjp=lambda c, out, x, k: (op(c, k),), jvp=lambda t, out, x, k: op(t[0], k),
+                  vmap=lambda axes, out, x, k: (op(to_front(x, axes[0]), k), 0))
 
     def op(x, k=0, *, stream=None):
         x = b.as_array(x, name)
@@ -207,7 +302,17 @@ def _as_strided(xp, a, shape, strides, offset):
                                            tuple(s * size for s in strides))
 
 
-_AS_STRIDED = b.make("as_strided", _as_strided)
+def _strided_composite(a, shape, strides, offset):
+    """The view as a gather of the flattened array at the positions it reads."""
+    from .indexing import take
+    from .shape import flatten
+    reads = np.full(shape, offset, dtype=np.int64)
+    for i, (n, st) in enumerate(zip(shape, strides)):
+        reads = reads + (np.arange(n) * st).reshape((1,) * i + (n,) + (1,) * (len(shape) - i - 1))
+    return take(flatten(a), b.array(reads.astype(np.int32)))
+
+
+_AS_STRIDED = b.make("as_strided", _as_strided, **via(_strided_composite))
 
 
 def as_strided(a, /, shape=None, strides=None, offset=0, *, stream=None):
@@ -237,7 +342,9 @@ def _contiguous(xp, a, allow_col_major):
     return xp.ascontiguousarray(a)
 
 
-_CONTIGUOUS = b.make("contiguous", _contiguous)
+_CONTIGUOUS = b.make("contiguous", _contiguous, vjp=lambda c, out, x, **p: (c,),
+                     jvp=lambda t, out, x, **p: t[0],
+                     vmap=lambda axes, out, x, **p: (x, axes[0]))
 
 
 def contiguous(a, /, allow_col_major=False, *, stream=None):

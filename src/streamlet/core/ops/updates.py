@@ -195,11 +195,27 @@ def masked_scatter(a, mask, value, *, stream=None):
 
 def setitem(a, index, value, *, stream=None):
     """The array `a[index] = value` gives: ints, slices, integer arrays, or a boolean mask
-    (whose True places take the values in order, as in MLX)."""
+    (whose True places take the values in order, as in MLX).  `a[..., mask] = value`
+    (a mask over the last axes, which MLX 0.32.4 does not take) broadcasts `value`
+    against `a` and writes it where the mask holds."""
     mask = _mask_of(index)
     if mask is not None:
         return masked_scatter(a, mask, value, stream=stream)
+    if isinstance(index, tuple) and len(index) == 2 and index[0] is Ellipsis:
+        mask = _mask_of(index[1])
+        if mask is not None:
+            return _trailing_mask(b.as_array(a, "setitem"), mask, value, stream)
     return _update(a, index, value, "set", "setitem", stream)
+
+
+def _trailing_mask(a, mask, value, stream):
+    from .creation import _cast
+    from .elementwise import where
+    if mask.ndim > a.ndim or a._shape[a.ndim - mask.ndim:] != mask._shape:
+        raise IndexError(f"[setitem] Mask of shape {mask._shape} does not match the last "
+                         f"axes of an array of shape {a._shape}.")
+    value = _cast(b.as_array(value, "setitem"), a._dtype, stream=stream)
+    return where(mask, value, a, stream=stream)
 
 
 def assign(a, index, value):
