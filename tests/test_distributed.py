@@ -322,3 +322,23 @@ def test_four_processes(four_processes, name):
 
 def test_four_processes_exit_cleanly(four_processes):
     assert four_processes.returncode == 0, four_processes.stderr[-3000:]
+
+
+def test_data_parallel_example_matches_one_process():
+    """examples/data_parallel.py: 4 processes on shards give the single process's losses."""
+    why = _mpi_ready()
+    if why:
+        pytest.skip(why)
+    script = [str(HERE.parent / "examples" / "data_parallel.py"), "--steps", "6", "--width",
+              "32"]
+    env = {k: v for k, v in os.environ.items() if k not in mpi._SIZE_VARS + mpi._RANK_VARS}
+
+    def curve(cmd):
+        out = subprocess.run(cmd + script, capture_output=True, text=True, timeout=240,
+                             env=env, check=True).stdout
+        return [float(line.split()[-1]) for line in out.splitlines() if line.startswith("step")]
+    one = curve([sys.executable])
+    four = curve([sys.executable, "-m", "streamlet.launch", "-n", "4"])
+    assert len(one) == len(four) == 6
+    np.testing.assert_allclose(four, one, rtol=1e-5)
+    assert one[-1] < one[0]
