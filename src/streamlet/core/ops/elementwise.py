@@ -351,9 +351,26 @@ def array_equal(a, b_, /, equal_nan=False, *, stream=None):
     return all_(equal(x, y, stream=stream), stream=stream)  # noqa: F821
 
 
-def divmod(a, b, stream=None):  # noqa: F811 (`b` names the operand, as in MLX)
-    """`[a // b, a % b]` elementwise: `mx.divmod(mx.array([7, -7]), 3)`."""
-    return [floor_divide(a, b, stream=stream), remainder(a, b, stream=stream)]  # noqa: F821
+def _divmod(xp, x, y, dtype):
+    x, y = b.cast(x, dtype), b.cast(y, dtype)
+    return xp.floor_divide(x, y), xp.remainder(x, y)
+
+
+# one primitive, as MLX's DivMod: its derivatives are zero (both results are piecewise
+# constant as MLX defines them, though `a % b` alone has derivative 1 in `a`)
+_DIVMOD = b.make("divmod", _divmod, multi=True,
+                 vjp=lambda cots, results, x, y, **p: (None, None),
+                 jvp=lambda t, results, x, y, **p: [rules.zero_tangent(t, r) for r in results])
+
+
+def divmod(a, b_, stream=None):  # noqa: A001 (MLX's name)
+    """`[a // b, a % b]` elementwise, computed together: `mx.divmod(mx.array([7, -7]), 3)`."""
+    st = b.resolve(stream)
+    x, y, d = b.promote_pair(a, b_, "divmod")
+    if d.kind == "c":
+        raise ValueError("[divmod] Complex type not supported.")
+    shape = b.broadcast_shapes(x._shape, y._shape, op="divmod")
+    return list(b.multi(_DIVMOD, (x, y), [(shape, d), (shape, d)], {"dtype": d.np}, st))
 
 
 def _nan_to_num(xp, a, nan, posinf, neginf):

@@ -112,7 +112,10 @@ def _prod_vjp(c, out, x, axis, keepdims, dtype):
     others = cumprod(flat, -1, inclusive=False) * cumprod(flat, -1, reverse=True,
                                                           inclusive=False)
     back = transpose(reshape(others, moved._shape), [order.index(i) for i in range(x.ndim)])
-    return (_spread(c, x, axis, keepdims) * back,)
+    if x._dtype.kind == "c":
+        from .elementwise import conj
+        back = conj(back)
+    return (back * _spread(c, x, axis, keepdims),)
 
 
 def _logsumexp_vjp(c, out, x, axis, keepdims, dtype):
