@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
 
 
 def c_times(iters, rounds):
+    """Microseconds per iteration of the C program, one figure per round."""
     import build
 
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
@@ -81,6 +82,7 @@ def c_times(iters, rounds):
 
 
 def python_times(iters, rounds):
+    """Microseconds per iteration of the same work from Python, one figure per round."""
     import streamlet.core as mx
 
     s = mx.new_stream(mx.cpu)
@@ -100,6 +102,7 @@ def python_times(iters, rounds):
 
 
 def main():
+    """Run both and print the medians and their ratio."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--iters", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=5)

@@ -29,6 +29,7 @@ from {MODULE} import ffi, lib
 
 
 def c_string(text):
+    """`text` as a C string literal."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 

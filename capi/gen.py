@@ -73,6 +73,7 @@ OUTPUTS = {"array": "mlx_array* res", "arrays": "mlx_vector_array* res",
 
 @dataclasses.dataclass
 class Param:
+    """One C parameter: its name, base type, constness, pointer depth and kind."""
     name: str
     ctype: str  # the base type, without const or stars
     const: bool
@@ -83,12 +84,14 @@ class Param:
     count_type: str = ""
 
     def text(self):
+        """The parameter as C declares it."""
         note = " /* may be null */" if self.nullable else ""
         return f"{'const ' if self.const else ''}{self.ctype}{'*' * self.ptr} {self.name}{note}"
 
 
 @dataclasses.dataclass
 class Func:
+    """One C function of the API: its header, prototype and the Python behind it."""
     header: str
     ret: str
     name: str
@@ -104,6 +107,7 @@ PROTO = re.compile(r"(.*?)\b(_?mlx_\w+)\s*\((.*)\)$")
 
 
 def split_params(text):
+    """The Params of a C parameter list ('void' or empty: none)."""
     text = text.strip()
     if text in ("", "void"):
         return []
@@ -217,6 +221,7 @@ def expand(rows):
 
 
 def block(rows, i):
+    """The rows of an @for block from `i` up to its @end, and the index of the @end."""
     body = []
     while rows[i] != "@end":
         body.append(rows[i])
@@ -225,6 +230,7 @@ def block(rows, i):
 
 
 def read_api():
+    """The Funcs of capi/api.txt."""
     funcs = []
     for header, row in expand(logical_lines(CAPI / "api.txt")):
         if row is None:
@@ -244,6 +250,7 @@ OPROW = re.compile(r"(\w+)\((.*?)\)\s*(?:->\s*(array, array|arrays|array|none))?
 
 
 def read_ops():
+    """The Funcs of capi/ops.txt, and the MLX-C names it lists as missing, by header."""
     funcs, missing = [], {}
     for header, row in expand(logical_lines(CAPI / "ops.txt")):
         if row is None:
@@ -283,6 +290,7 @@ def op_expr(cname, call, nostream):
 
 
 def check_call(cname, target, tree, nostream):
+    """Raise ValueError unless streamlet.core.`target` takes the call's arguments."""
     import streamlet.core as mx
 
     fn = mx
@@ -309,6 +317,7 @@ def check_call(cname, target, tree, nostream):
 # ---------------------------------------------------------------- declarations
 
 def declaration(f):
+    """The header declaration of `f`, on one line or one parameter a line."""
     head = f"{f.ret} {f.name}("
     params = [p.text() for p in expanded(f.params)]
     one = head + ", ".join(params) + ");"
@@ -326,6 +335,7 @@ def expanded(params):
 
 
 def write_headers(funcs, check=False):
+    """Write include/mlx/c/*.h from the templates; with `check`, list stale ones instead."""
     by_header = {}
     for f in funcs:
         by_header.setdefault(f.header, []).append(f)
@@ -352,6 +362,7 @@ def write_headers(funcs, check=False):
 
 
 def typedefs():
+    """The handle typedefs of types.h."""
     out = []
     for h in HANDLES:
         if h in ITERATORS:
@@ -405,6 +416,7 @@ def wire(f):
 
 
 def wire_ret(f):
+    """The cdef return type of `f`'s extern Python function."""
     if f.mode == "=":
         return "int"
     if f.ret in HANDLES:
@@ -419,10 +431,12 @@ def wire_ret(f):
 
 
 def used(name, expr):
+    """Whether the Python `expr` refers to `name`."""
     return re.search(r"(?<![\w.])" + re.escape(name) + r"(?!\w)", expr) is not None
 
 
 def conversions(f):
+    """Python lines that turn the wire arguments `f`'s expression uses into values."""
     lines = []
     for p in f.params:
         n, k = p.name, p.kind
@@ -449,6 +463,7 @@ def conversions(f):
 
 
 def store(ctype, value):
+    """Python for `value` as a handle of type `ctype` holds it."""
     fn = HANDLES[ctype]
     return f"{fn}({value})" if fn else value
 
@@ -474,6 +489,7 @@ def writes(f):
 
 
 def python_glue(f):
+    """The extern Python function behind `f`."""
     _, _, pnames = wire(f)
     checks = "".join(f"({p.name}_key, {p.ctype!r}), " for p in f.params
                      if p.kind == "in_handle" and not p.nullable
@@ -538,11 +554,13 @@ def glue(funcs):
 
 
 def all_funcs():
+    """Every Func of both tables, and the missing names of ops.txt."""
     ops, missing = read_ops()
     return read_api() + ops, missing
 
 
 def coverage(funcs, missing):
+    """Print per header how many functions are declared and what is not covered."""
     by = {}
     for f in funcs:
         by.setdefault(f.header, []).append(f.name)
@@ -553,6 +571,7 @@ def coverage(funcs, missing):
 
 
 def main(argv):
+    """Command line: write the headers, or --check them, or print --coverage."""
     funcs, missing = all_funcs()
     if "--coverage" in argv:
         coverage(funcs, missing)
