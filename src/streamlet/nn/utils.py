@@ -1,5 +1,6 @@
 """Transforms of functions of a module's parameters: value_and_grad, checkpoint; and
-average_gradients for data-parallel training."""
+average_gradients (and, from nn.layers.distributed, clip_grad_norm_sharded) for
+distributed training."""
 from functools import wraps
 from typing import Any, Callable, Optional
 
@@ -7,6 +8,7 @@ import streamlet.core as mx
 from streamlet.utils import tree_flatten, tree_map, tree_unflatten
 
 from .layers.base import Module
+from .layers.distributed import clip_grad_norm_sharded  # noqa: F401  (MLX's place for it)
 
 
 def _over_parameters(model: Module, fn: Callable, transform: Callable) -> Callable:
