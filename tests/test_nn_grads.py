@@ -5,7 +5,7 @@ import pytest
 
 import streamlet.core as mx
 import streamlet.nn as nn
-from nn_oracle import close, mlx_core, mlx_nn, needs_oracle, ours, skip_unless, theirs, twins
+from nn_oracle import close, mlx_nn, needs_oracle, ours, skip_unless, theirs, twins
 
 pytestmark = needs_oracle
 
