@@ -634,7 +634,7 @@ def test_closures_and_function_transforms(capi):
     assert "dtor 1 errors 1" in out
 
 
-def test_ops_with_every_kind_of_parameter(capi):
+def test_ops_with_every_kind_of_parameter(capi, mlx):
     """Optional, nullable, string, int64-list, vector and two-result parameters."""
     r = capi.run("""
         static mlx_array vec(const float* d, int n) {
@@ -723,6 +723,20 @@ def test_ops_with_every_kind_of_parameter(capi):
           CHECK(mlx_sum(&r, r, false, s));
           CHECK(mlx_array_item_complex64(&c, r));
           printf("fftsum %g %g\\n", crealf(c), cimagf(c));
+          float wd[128]; int wshape2[] = {2, 64};
+          for (int i = 0; i < 128; i++) wd[i] = (float)((i * 37) % 23) / 7.0f - 1.5f;
+          mlx_array wq = mlx_array_new_data(wd, wshape2, 2, MLX_FLOAT32);
+          mlx_vector_array qs = mlx_vector_array_new();
+          mlx_optional_int g64 = {64, true}, b4 = {4, true};
+          mlx_optional_dtype f32 = {MLX_FLOAT32, true};
+          CHECK(mlx_quantize(&qs, wq, g64, b4, "affine", mlx_array_empty, s));
+          mlx_array qw = mlx_array_new(), sc = mlx_array_new(), bi = mlx_array_new();
+          CHECK(mlx_vector_array_get(&qw, qs, 0));
+          CHECK(mlx_vector_array_get(&sc, qs, 1));
+          CHECK(mlx_vector_array_get(&bi, qs, 2));
+          CHECK(mlx_dequantize(&r, qw, sc, bi, g64, b4, "affine", mlx_array_empty, f32, s));
+          printf("quantized %zu dtype %d\\n", mlx_vector_array_size(qs), (int)mlx_array_dtype(r));
+          print_array("dequantized", r);
           return 0;
         }
     """)
@@ -761,4 +775,9 @@ def test_ops_with_every_kind_of_parameter(capi):
                                np.abs(np.fft.fft2(x, norm="ortho")).ravel(), rtol=1e-5, atol=1e-5)
     f = np.fft.fft(xv).sum()
     np.testing.assert_allclose(values(out, "fftsum"), [f.real, f.imag], atol=1e-4)
+    w = np.array([((i * 37) % 23) / 7.0 - 1.5 for i in range(128)], np.float32).reshape(2, 64)
+    ref = mlx.dequantize(*mlx.quantize(mlx.array(w), group_size=64, bits=4), group_size=64,
+                         bits=4)
+    assert "quantized 3 dtype 10" in out
+    np.testing.assert_allclose(values(out, "dequantized"), np.array(ref).ravel(), rtol=1e-6)
     assert r.returncode == 0
