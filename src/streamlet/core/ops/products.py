@@ -11,7 +11,7 @@ from . import build as b
 from . import dims
 from .build import dt
 from .linalg import product_kernel, product_shape
-from .rules import via
+from .rules import to_front, via
 
 _build = b
 
@@ -29,7 +29,21 @@ def _pair(a, b_, op):
     return b.as_array(a, op), b.as_array(b_, op)
 
 
-_INNER = b.make("inner", product_kernel(lambda xp, x, y: xp.inner(x, y)))
+def _contract(x, y, ax, ay, dtype):
+    """tensordot as one matmul: contracted axes of `x` last, of `y` first."""
+    from .linalg import matmul
+    from .shape import reshape, transpose
+    fx = [i for i in range(x.ndim) if i not in ax]
+    fy = [j for j in range(y.ndim) if j not in ay]
+    k = math.prod(x._shape[i] for i in ax)
+    xm = reshape(transpose(x, fx + list(ax)), (-1, k))
+    ym = reshape(transpose(y, list(ay) + fy), (k, -1))
+    out = matmul(xm.astype(dt.from_numpy(dtype)), ym.astype(dt.from_numpy(dtype)))
+    return reshape(out, tuple(x._shape[i] for i in fx) + tuple(y._shape[j] for j in fy))
+
+
+_INNER = b.make("inner", product_kernel(lambda xp, x, y: xp.inner(x, y)),
+                **via(lambda x, y, dtype: _contract(x, y, (x.ndim - 1,), (y.ndim - 1,), dtype)))
 
 
 def inner(a, b_, /, *, stream=None):
@@ -74,7 +88,8 @@ def _tensordot_axes(x, y, axes):
 
 
 _TENSORDOT = b.make("tensordot", product_kernel(lambda xp, x, y, axes:
-                                                 xp.tensordot(x, y, axes)))
+                                                 xp.tensordot(x, y, axes)),
+                    **via(lambda x, y, axes, dtype: _contract(x, y, *axes, dtype)))
 
 
 def tensordot(a, b_, /, axes=2, *, stream=None):
@@ -145,8 +160,53 @@ def _einsum_dtype(ops_, terms, summed):
     return functools.reduce(dt.promote_types, parts)
 
 
+def _einsum_terms(subscripts, operands):
+    """Input terms and output of an einsum, its ellipses spelled out as unused letters."""
+    spec = subscripts.replace(" ", "")
+    ins, arrow, out = spec.partition("->")
+    terms = ins.split(",")
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in spec]
+    width = max((x.ndim - len(t.replace("...", "")) for t, x in zip(terms, operands)
+                 if "..." in t), default=0)
+    ell = "".join(free[:width])
+    terms = [t.replace("...", ell[width - (x.ndim - len(t.replace("...", ""))):])
+             for t, x in zip(terms, operands)]
+    if not arrow:
+        letters = "".join(terms)
+        out = ell + "".join(sorted(c for c in set(letters) - set(ell)
+                                   if letters.count(c) == 1))
+    return terms, out.replace("...", ell)
+
+
+def _einsum_vjp(c, out, *operands, subscripts, dtype):
+    """The cotangent of operand i is an einsum of the output's cotangent and the other
+    operands into operand i's indices (a ones vector stands for an index only it has)."""
+    from .creation import ones
+    terms, res = _einsum_terms(subscripts, operands)
+
+    def grad(i):
+        t = terms[i]
+        if len(set(t)) != len(t):
+            raise ValueError("[einsum] No vjp for an operand with a repeated index "
+                             f"('{t}' in '{subscripts}').")
+        others = [(terms[j], operands[j]) for j in range(len(operands)) if j != i]
+        have = set(res).union(*[set(tj) for tj, _ in others])
+        sizes = dict(zip(t, operands[i]._shape))
+        extra = [(ch, ones((sizes[ch],), c._dtype)) for ch in t if ch not in have]
+        spec = ",".join([res] + [tj for tj, _ in others] + [ch for ch, _ in extra]) + "->" + t
+        return lambda: einsum(spec, c, *[x for _, x in others], *[v for _, v in extra])
+    return tuple(grad(i) for i in range(len(operands)))
+
+
+def _einsum_jvp(t, out, *operands, subscripts, dtype):
+    terms = [einsum(subscripts, *[tj if j == i else x for j, x in enumerate(operands)])
+             for i, tj in enumerate(t) if tj is not None]
+    return functools.reduce(lambda p, q: p + q, terms)
+
+
 _EINSUM = b.make("einsum", product_kernel(lambda xp, *operands, subscripts:
-                                          xp.einsum(subscripts, *operands, optimize="greedy")))
+                                          xp.einsum(subscripts, *operands, optimize="greedy")),
+                 vjp=_einsum_vjp, jvp=_einsum_jvp)
 
 
 def einsum(subscripts, *operands, stream=None):
@@ -169,7 +229,19 @@ def einsum_path(subscripts, *operands):
     return [tuple(p) for p in path[1:]], text
 
 
-_KRON = b.make("kron", lambda xp, x, y, dtype: xp.kron(b.cast(x, dtype), b.cast(y, dtype)))
+def _kron_composite(x, y, dtype):
+    """Every element of `x` times all of `y`: interleaved axes, a broadcast product."""
+    from .shape import reshape
+    n = max(x.ndim, y.ndim)
+    xs, ys = (1,) * (n - x.ndim) + x._shape, (1,) * (n - y.ndim) + y._shape
+    xe = reshape(x, tuple(v for s_ in xs for v in (s_, 1)))
+    ye = reshape(y, tuple(v for s_ in ys for v in (1, s_)))
+    d = dt.from_numpy(dtype)
+    return reshape(xe.astype(d) * ye.astype(d), tuple(p * q for p, q in zip(xs, ys)))
+
+
+_KRON = b.make("kron", lambda xp, x, y, dtype: xp.kron(b.cast(x, dtype), b.cast(y, dtype)),
+               **via(_kron_composite))
 
 
 def kron(a, b, *, stream=None):  # noqa: F811 (`b` names the operand, as in MLX)
@@ -401,7 +473,7 @@ def _hadamard_split(n):
     return None
 
 
-def _hadamard(xp, a, scale, dtype):
+def _hadamard(xp, a, scale, dtype, transpose=False):
     x = a.astype("float32").reshape(a.shape or (1,))
     n = x.shape[-1]
     m, p = _hadamard_split(n)
@@ -413,11 +485,28 @@ def _hadamard(xp, a, scale, dtype):
         x = xp.stack([top + bottom, top - bottom], axis=-2)
         h *= 2
     if m > 1:  # then H_m^T along the axis of size m
-        x = xp.einsum("ia,...ib->...ab", xp.asarray(_hadamard_matrix(m)), x.reshape(lead + (p,)))
+        spec = "ai,...ib->...ab" if transpose else "ia,...ib->...ab"
+        x = xp.einsum(spec, xp.asarray(_hadamard_matrix(m)), x.reshape(lead + (p,)))
     return (x.reshape(a.shape) * np.float32(scale)).astype(dtype)
 
 
-_HADAMARD = b.make("hadamard_transform", _hadamard)
+def _hadamard_again(x, out, scale, dtype, transpose):
+    """The transform (its transpose if `transpose`) applied to `x` in `out`'s dtype."""
+    return b.node(_HADAMARD, (x.astype(out._dtype),), x._shape, out._dtype,
+                  {"scale": scale, "dtype": dtype, "transpose": transpose}, b.resolve(None))
+
+
+# the transform is x @ kron(H_m, H_2^k): linear, its vjp the transposed transform (H_m is
+# not symmetric for m > 1, where MLX 0.32.4's vjp applies the transform itself)
+_HADAMARD = b.make(
+    "hadamard_transform", _hadamard,
+    vjp=lambda c, out, x, scale, dtype, transpose=False:
+        (_hadamard_again(c, out, scale, dtype, not transpose),),
+    jvp=lambda t, out, x, scale, dtype, transpose=False:
+        _hadamard_again(t[0], out, scale, dtype, transpose),
+    vmap=lambda axes, out, x, **p: (
+        _hadamard_again(to_front(x, axes[0]), out, p["scale"], p["dtype"],
+                        p.get("transpose", False)), 0))
 
 
 def hadamard_transform(a, scale=None, stream=None):
