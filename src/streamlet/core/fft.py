@@ -14,6 +14,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .ops import build as b
+from .ops.rules import along_axes
 
 _NORMS = ("backward", "ortho", "forward")
 
@@ -24,7 +25,57 @@ def _transform(xp, x, s, axes, norm, kind, compute, out):
     return fn(x, s=s, axes=axes, norm=norm).astype(out, copy=False)
 
 
-_FFT = b.make("fft", _transform)
+# -- transform rules: each transform is linear; its adjoint is the opposite transform with
+# the dual normalization, then the input's crop or zero-pad undone ---------------------------
+_DUAL = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
+_ADJOINT = {"fftn": "ifftn", "ifftn": "fftn", "rfftn": "irfftn", "irfftn": "rfftn"}
+
+
+def _again(x, kind, s, axes, norm):
+    """The transform `kind` of `x` as a node, sizes `s` along `axes`."""
+    return _build(x, s, axes, norm, kind, kind, None)
+
+
+def _half_weights(n_bins, n_real, axis, ndim, inner):
+    """Along the half-spectrum axis: `inner` for the bins that stand for two (all but DC
+    and, for an even length, Nyquist), 1 for the rest."""
+    idx = np.arange(n_bins)
+    w = np.where((idx > 0) & (idx < n_bins - 1 + n_real % 2), inner, 1.0).astype(np.float32)
+    return b.array(w.reshape(tuple(n_bins if i == axis else 1 for i in range(ndim))))
+
+
+def _refit(g, x, axes):
+    """`g` cropped or zero-padded along `axes` to `x`'s sizes there."""
+    from .ops.arrange import pad
+    index, widths = [], []
+    for i, (n, m) in enumerate(zip(x._shape, g._shape)):
+        keep = i in axes and m > n
+        index.append(slice(0, n) if keep else slice(None))
+        widths.append((0, n - m) if i in axes and m < n else (0, 0))
+    g = g[tuple(index)]
+    return pad(g, widths) if any(w[1] for w in widths) else g
+
+
+def _fft_vjp(c, out, x, s, axes, norm, kind, compute, out_):
+    dual, last = _DUAL[norm], axes[-1]
+    if kind == "rfftn":
+        c = c * _half_weights(c._shape[last], s[-1], last, c.ndim, 0.5)
+        g = _again(c, "irfftn", s, axes, dual)
+    elif kind == "irfftn":
+        g = _again(c, "rfftn", s, axes, dual)
+        g = g * _half_weights(g._shape[last], s[-1], last, g.ndim, 2.0)
+    else:
+        g = _again(c, _ADJOINT[kind], s, axes, dual)
+    return (_refit(g, x, axes),)
+
+
+_FFT = b.make("fft", lambda xp, x, s, axes, norm, kind, compute, out:
+              _transform(xp, x, s, axes, norm, kind, compute, out),
+              vjp=lambda c, o, x, s, axes, norm, kind, compute, out:
+                  _fft_vjp(c, o, x, s, axes, norm, kind, compute, out),
+              jvp=lambda t, o, x, s, axes, norm, kind, compute, out:
+                  _again(t[0], kind, s, axes, norm),
+              vmap=along_axes("axes"))
 
 
 def _check_norm(norm, op):
@@ -129,8 +180,16 @@ def _freq_op(real, name):
 
 fftfreq, rfftfreq = _freq_op(False, "fftfreq"), _freq_op(True, "rfftfreq")
 
+def _shift_again(x, axes, inverse):
+    return b.node(_SHIFT, (x,), x._shape, x._dtype, {"axes": axes, "inverse": inverse},
+                  b.resolve(None))
+
+
 _SHIFT = b.make("fftshift", lambda xp, a, axes, inverse:
-                (xp.fft.ifftshift if inverse else xp.fft.fftshift)(a, axes=axes))
+                (xp.fft.ifftshift if inverse else xp.fft.fftshift)(a, axes=axes),
+                vjp=lambda c, out, x, axes, inverse: (_shift_again(c, axes, not inverse),),
+                jvp=lambda t, out, x, axes, inverse: _shift_again(t[0], axes, inverse),
+                vmap=along_axes("axes"))
 
 
 def _shift_op(inverse, name):
