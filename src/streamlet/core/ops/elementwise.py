@@ -79,6 +79,9 @@ def _scaled(factor):
     return lambda xp, a: a * a.dtype.type(factor)
 
 
+_OWN_PRECISION = ("degrees", "radians")  # a multiply by a constant of the input's dtype
+
+
 def _reciprocal(xp, a):
     return a.dtype.type(1) / a
 
@@ -263,8 +266,23 @@ ALIASES = {
 }
 
 
+_HALF = (dt.float16.np, dt.bfloat16.np)
+
+
+def _in_float32(fn):
+    """`fn` computed in float32 for float16 and bfloat16 inputs and rounded once, as MLX
+    does (`sigmoid(float16(8))` is 0.99951171875, not 1 from rounding each step)."""
+    def kernel(xp, a):
+        if a.dtype not in _HALF:
+            return fn(xp, a)
+        out = fn(xp, a.astype("float32"))
+        return out.astype(a.dtype) if out.dtype.kind == "f" else out
+    return kernel
+
+
 for _name, _row in UNARY.items():
-    globals()[_name] = factory.unary(_name, *_row)
+    _fn = _row[0] if _name in _OWN_PRECISION else _in_float32(_row[0])
+    globals()[_name] = factory.unary(_name, _fn, *_row[1:])
 for _name, _row in BINARY.items():
     globals()[_name] = factory.binary(_name, *_row)
 for _name, _target in ALIASES.items():

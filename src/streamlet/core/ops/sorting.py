@@ -154,7 +154,8 @@ def searchsorted(sorted_sequence, values, /, side="left", *, stream=None):
 
 
 def _median(xp, a, axis, keepdims, dtype):
-    return xp.asarray(xp.median(a.astype(dtype), axis=axis, keepdims=keepdims)).astype(dtype)
+    work = "float32" if dtype in (dt.float16.np, dt.bfloat16.np) else dtype  # sees NaN
+    return xp.asarray(xp.median(a.astype(work), axis=axis, keepdims=keepdims)).astype(dtype)
 
 
 def _median_composite(a, axis, keepdims, dtype):
