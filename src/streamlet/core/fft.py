@@ -126,23 +126,26 @@ def _one_axis(kind, name):
     return op
 
 
+def _all_axes(a, s, name):
+    """`axes=None`: every axis, as MLX (and NumPy) read it; then `s` must be None too."""
+    if s is not None:
+        raise ValueError(f"[{name}] `axes` should not be `None` if `s` is not `None`.")
+    return tuple(range(b.as_array(a, name).ndim))
+
+
 def _two_axes(kind, name):
     def op(a, s=None, axes=(-2, -1), norm="backward", stream=None):
-        axes = (-2, -1) if axes is None else tuple(axes)
+        axes = _all_axes(a, s, name) if axes is None else tuple(axes)
         return _build(a, s, axes, norm, kind, name, stream)
     op.__name__ = op.__qualname__ = name
-    op.__doc__ = f"`{name}` over two `axes` (default the last two)."
+    op.__doc__ = f"`{name}` over two `axes` (default the last two; None: all of them)."
     return op
 
 
 def _n_axes(kind, name):
     def op(a, s=None, axes=None, norm="backward", stream=None):
-        if axes is None:
-            if s is not None:
-                raise ValueError(f"[{name}] `axes` should not be `None` if `s` is not `None`.")
-            ndim = b.as_array(a, name).ndim
-            axes = tuple(range(ndim))
-        return _build(a, s, tuple(axes), norm, kind, name, stream)
+        axes = _all_axes(a, s, name) if axes is None else tuple(axes)
+        return _build(a, s, axes, norm, kind, name, stream)
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"`{name}` over `axes` (default all)."
     return op
@@ -170,6 +173,8 @@ def _freq_op(real, name):
         n = int(n)
         if n <= 0:
             raise ValueError(f"[{name}] `n` must be greater than 0.")
+        if d == 0:
+            raise ValueError(f"[{name}] `d` must be non-zero.")
         size = n // 2 + 1 if real else n
         return b.node(_FREQ, (), (size,), dt.float32, {"n": n, "d": float(d), "real": real},
                       b.resolve(stream))
