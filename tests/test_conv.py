@@ -214,7 +214,7 @@ def test_conv_vmap_matches_a_loop(rng, groups):
         ws = W if axes[1] is not None else W[0]
         xs = np.moveaxis(xs, 0, axes[0]) if axes[0] else xs
         ws = np.moveaxis(ws, 0, axes[1]) if axes[1] else ws
-        out, ax = y._node.prim.vmap(axes, mx.array(xs), mx.array(ws), **y._node.params)
+        out, ax = y._node.prim.vmap(axes, y, mx.array(xs), mx.array(ws), **y._node.params)
         ref = np.stack([np.array(mx.conv_general(
             mx.array(X[i] if axes[0] is not None else X[0]),
             mx.array(W[i] if axes[1] is not None else W[0]), **kw)) for i in range(3)])

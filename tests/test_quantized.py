@@ -159,7 +159,8 @@ def test_gather_qmm_matches_mlx(mlx, rng, mode):
 def test_gather_mm_matches_mlx(mlx, rng):
     a = rng.standard_normal((3, 2, 4, 5)).astype(np.float32)
     b_ = rng.standard_normal((7, 5, 3)).astype(np.float32)
-    cases = [(None, [0, 6]), ([5, 0, 1, 1, 2, 3, 4], None), ([[1], [4]], [2, 2, 0]), ([2, 2], [[3], [3]])]
+    cases = [(None, [0, 6]), ([5, 0, 1, 1, 2, 3, 4], None), ([[1], [4]], [2, 2, 0]),
+             ([2, 2], [[3], [3]])]
     for lhs, rhs in cases:
         def run(M):
             return M.gather_mm(M.array(a), M.array(b_), None if lhs is None else M.array(lhs),

@@ -35,3 +35,4 @@ from .stream import (Stream, StreamContext, ThreadLocalStream, clear_streams,  #
 
 _operators.install()
 __version__ = "0.1.0"
+from . import fast  # noqa: F401,E402

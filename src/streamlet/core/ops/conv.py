@@ -196,12 +196,12 @@ def _conv_jvp(tangents, out, x, w, **params):
     return terms[0] if len(terms) == 1 else add(*terms, stream=st)
 
 
-def _conv_vmap(axes, x, w, **params):
+def _conv_vmap(axes, out, x, w, **params):
     from .shape import flatten, moveaxis, unflatten
     params.pop("dtype")
     args = [params[k] for k in ("stride", "lo", "hi", "kdil", "idil")]
     groups, flip = params["groups"], params["flip"]
-    st = None
+    st = _stream_of(out)
     ax, aw = axes
     if ax is not None and aw is None:
         x = moveaxis(x, ax, 0, stream=st)

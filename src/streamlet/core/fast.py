@@ -1,0 +1,514 @@
+"""`mx.fast`: fused operations, as MLX 0.32.4 defines them.
+
+On the CPU MLX computes these with its fallback compositions; streamlet follows them
+step for step, dtypes included (normalizations in float32 for every input dtype, then
+the output dtype before the weight; RoPE's angles in float32, the rotation in the
+input's dtype; attention's softmax in float32).
+
+- `rms_norm`, `layer_norm` and `rope` are primitives, one node each (a fused kernel),
+  with vjp, jvp and vmap rules built from ops.
+- `scaled_dot_product_attention` and `cross_entropy` are composites of ops, so their
+  transforms come from those ops' rules.
+- `cuda_kernel` runs CUDA source through CuPy's RawKernel on GPU streams;
+  `metal_kernel` raises (there is no Metal backend).
+
+>>> x = mx.array([[1.0, 2.0, 3.0, 4.0]])
+>>> mx.fast.rms_norm(x, None, 1e-5)
+array([[0.365148, 0.730296, 1.09544, 1.46059]], dtype=float32)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .ops import build as b
+from .ops.build import dt
+
+_F32 = np.float32
+
+
+def _stream_of(out):
+    state = out._node.stream
+    return None if state is None else state.stream
+
+
+def _out_type(op, x, *others):
+    d = x._dtype
+    for o in others:
+        if o is not None:
+            d = dt.promote_types(d, o._dtype)
+    if d.kind != "f":
+        raise ValueError(f"[{op}] Received unsupported type {d.name}.")
+    return d
+
+
+def _check_vector(op, what, v, x):
+    if v is None:
+        return None
+    v = b.as_array(v, op)
+    if v.ndim != 1:
+        raise ValueError(f"[{op}] {what} must have 1 dimension but has {v.ndim} dimensions.")
+    if v.size != x._shape[-1]:
+        raise ValueError(f"[{op}] {what} must have the same size as the last dimension of x "
+                         f"but has {v.size} elements.")
+    return v
+
+
+def _at_least_1d(op, x):
+    x = b.as_array(x, op)
+    if x.ndim == 0:
+        raise ValueError(f"[{op}] Input must have at least 1 dimension but got input with 0 "
+                         "dimensions.")
+    return x
+
+
+# -- normalizations ---------------------------------------------------------------------------
+
+def _rms_norm(xp, x, w, eps, dtype):
+    x = x.astype(_F32)
+    n = _F32(1) / xp.sqrt(xp.mean(x * x, axis=-1, keepdims=True) + _F32(eps))
+    y = (x * n).astype(dtype)
+    return y if w is None else y * w
+
+
+def _layer_norm(xp, x, w, bias, eps, dtype):
+    x = x.astype(_F32)
+    xc = x - xp.mean(x, axis=-1, keepdims=True)
+    n = _F32(1) / xp.sqrt(xp.mean(xc * xc, axis=-1, keepdims=True) + _F32(eps))
+    y = (xc * n).astype(dtype)
+    if w is not None:
+        y = y * w
+    return y if bias is None else y + bias
+
+
+def _norm_kernel(fn):
+    """A kernel taking the inputs present (x, then weight and bias as `has` says)."""
+    def kernel(xp, x, *rest, eps, has, dtype):
+        it = iter(rest)
+        args = [next(it) if h else None for h in has]
+        return fn(xp, x, *args, eps, dtype)
+    return kernel
+
+
+def _inputs(node_inputs, has):
+    """(x, weight or None, bias or None) from a normalization node's inputs."""
+    it = iter(node_inputs[1:])
+    found = tuple(next(it) if h else None for h in has)
+    return (node_inputs[0],) + found + (None,) * (2 - len(found))
+
+
+def _normalized(x, eps, centered, st):
+    """(x in float32, its normalized value y0, the inverse deviation n), with ops."""
+    from .ops import astype, mean, multiply, rsqrt, subtract
+    xf = astype(x, dt.float32, stream=st)
+    if centered:
+        xf = subtract(xf, mean(xf, -1, keepdims=True, stream=st), stream=st)
+    n = rsqrt(mean(multiply(xf, xf, stream=st), -1, keepdims=True, stream=st) + eps,
+              stream=st)
+    return xf, multiply(xf, n, stream=st), n
+
+
+def _norm_vjp(centered):
+    def vjp(c, out, x, *rest, eps, has, dtype):
+        from .ops import astype, mean, multiply, subtract
+        st = _stream_of(out)
+        _, w, bias = _inputs((x, *rest), has)
+        xf, y0, n = _normalized(x, eps, centered, st)
+        g = astype(multiply(c, w, stream=st) if w is not None else c, dt.float32, stream=st)
+        # d/dx of x * n (n = rsqrt(mean(x^2) + eps)): n g - x n^3 mean(g x); centered, the
+        # mean of g comes off too
+        inner = mean(multiply(g, y0, stream=st), -1, keepdims=True, stream=st)
+        dx = subtract(g, multiply(y0, inner, stream=st), stream=st)
+        if centered:
+            dx = subtract(dx, mean(g, -1, keepdims=True, stream=st), stream=st)
+        grads = [astype(multiply(n, dx, stream=st), x._dtype, stream=st)]
+        # the weight's and bias's cotangents are summed over x's rows by the transform
+        if w is not None:
+            grads.append(lambda: multiply(c, astype(y0, out._dtype, stream=st), stream=st))
+        if bias is not None:
+            grads.append(c)
+        return grads
+    return vjp
+
+
+def _norm_jvp(centered):
+    def jvp(tangents, out, x, *rest, eps, has, dtype):
+        from .ops import add, astype, mean, multiply, subtract
+        st = _stream_of(out)
+        _, w, bias = _inputs((x, *rest), has)
+        tx, tw, tb = _inputs(tangents, has)
+        xf, y0, n = _normalized(x, eps, centered, st)
+        terms = []
+        if tx is not None:
+            t = astype(tx, dt.float32, stream=st)
+            if centered:
+                t = subtract(t, mean(t, -1, keepdims=True, stream=st), stream=st)
+            inner = mean(multiply(y0, t, stream=st), -1, keepdims=True, stream=st)
+            dy = multiply(n, subtract(t, multiply(y0, inner, stream=st), stream=st), stream=st)
+            dy = astype(dy, out._dtype, stream=st)
+            terms.append(multiply(dy, w, stream=st) if w is not None else dy)
+        if tw is not None:
+            terms.append(multiply(astype(y0, out._dtype, stream=st), tw, stream=st))
+        if tb is not None:
+            terms.append(tb)
+        total = terms[0]
+        for t in terms[1:]:
+            total = add(total, t, stream=st)
+        return total
+    return jvp
+
+
+def _norm_vmap(axes, out, x, *rest, eps, has, dtype):
+    """The batch axis goes first (an unbatched x gets a unit one); a batched weight or
+    bias becomes (batch, 1, ..., 1, D) and broadcasts over x's rows."""
+    from .ops import expand_dims, moveaxis, reshape
+    st = _stream_of(out)
+    x = moveaxis(x, axes[0], 0, stream=st) if axes[0] is not None else \
+        expand_dims(x, 0, stream=st)
+    params = []
+    for v, a in zip(rest, axes[1:]):
+        if a is not None:
+            v = moveaxis(v, a, 0, stream=st)
+            v = reshape(v, v._shape[:1] + (1,) * (x.ndim - 2) + v._shape[-1:], stream=st)
+        params.append(v)
+    shape = b.broadcast_shapes(x._shape, *[p._shape for p in params], op="vmap")
+    n = out._node
+    return b.node(n.prim, (x, *params), shape, out._dtype, n.params, b.resolve(st)), 0
+
+
+_RMS = b.make("rms_norm", _norm_kernel(_rms_norm), vjp=_norm_vjp(False),
+              jvp=_norm_jvp(False), vmap=_norm_vmap)
+_LN = b.make("layer_norm", _norm_kernel(_layer_norm), vjp=_norm_vjp(True),
+             jvp=_norm_jvp(True), vmap=_norm_vmap)
+
+
+def rms_norm(x, weight, eps, *, stream=None):
+    """Root mean square normalization over the last axis, times `weight` (None: no
+    scaling); computed in float32, cast to the output dtype before the weight.
+
+    A primitive (one node) with its own vjp, jvp and vmap rules.
+
+    >>> mx.fast.rms_norm(mx.array([[3.0, 4.0]]), mx.array([1.0, 2.0]), 0.0)
+    array([[0.848528, 2.26274]], dtype=float32)
+    """
+    from .ops import astype
+    x = _at_least_1d("rms_norm", x)
+    w = _check_vector("rms_norm", "(*weight)", weight, x)
+    d = _out_type("rms_norm", x, w)
+    ins = (x,) if w is None else (x, astype(w, d, stream=stream))
+    return b.node(_RMS, ins, x._shape, d, {"eps": float(eps), "has": (w is not None,),
+                                           "dtype": d.np}, b.resolve(stream))
+
+
+def layer_norm(x, weight, bias, eps, *, stream=None):
+    """Layer normalization over the last axis (mean and variance in float32), then
+    `weight` and `bias` (None: left out) in the output dtype.
+
+    A primitive (one node) with its own vjp, jvp and vmap rules.
+
+    >>> mx.fast.layer_norm(mx.array([[1.0, 3.0]]), None, None, 0.0).tolist()
+    [[-1.0, 1.0]]
+    """
+    from .ops import astype
+    x = _at_least_1d("layer_norm", x)
+    w = _check_vector("layer_norm", "weight", weight, x)
+    bias = _check_vector("layer_norm", "bias", bias, x)
+    d = _out_type("layer_norm", x, w, bias)
+    ins = (x,) + tuple(astype(v, d, stream=stream) for v in (w, bias) if v is not None)
+    return b.node(_LN, ins, x._shape, d, {"eps": float(eps), "has": (w is not None,
+                                                                     bias is not None),
+                                          "dtype": d.np}, b.resolve(stream))
+
+
+# -- rotary positional encoding ---------------------------------------------------------------
+
+_EXP_POLY = tuple(np.float32(c) for c in (
+    1.535336188319500e-4, 1.339887440266574e-3, 9.618437357674640e-3, 5.550332471162809e-2,
+    2.402264791363012e-1, 6.931472028550421e-1, 1.0))
+
+
+def _exp_as_mlx(xp, x):
+    """float32 exp as MLX's CPU computes it (2^round(x log2 e) times the Cephes
+    polynomial of the remainder, fused multiply-adds in float64 then rounded).
+
+    NOTE: RoPE's angles are position times frequency: at position 10^5 one ulp of a
+    frequency moves the angle by 10^-2, so the frequencies must be MLX's bit for bit,
+    and MLX's exp is not correctly rounded.
+    """
+    y = x * np.float32(1.442695)
+    whole = xp.floor(y + np.float32(0.5))
+    frac = (y - whole).astype(np.float64)
+    p = np.float64(_EXP_POLY[0])
+    for c in _EXP_POLY[1:]:
+        p = (p * frac + np.float64(c)).astype(np.float32).astype(np.float64)
+    scale = ((whole.astype(np.int32) + 127) << 23).view(np.float32)
+    out = scale * p.astype(np.float32)
+    out = xp.where(xp.isnan(x), x, out)
+    return xp.where(x > 88, np.float32(np.inf), xp.where(x < -88, np.float32(0), out))
+
+
+def _rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
+    shape = x.shape
+    if x.ndim == 3:
+        x = x[:, None]
+    elif x.ndim > 4:
+        x = x.reshape(shape[0], -1, shape[-2], shape[-1])
+    half = dims // 2
+    pos = xp.arange(x.shape[2], dtype=_F32)
+    off = offset.astype(_F32)
+    pos = pos + (off.reshape(-1, 1, 1) if off.size > 1 else off.reshape(()))
+    pos = pos * _F32(scale)
+    if freqs:
+        inv = _F32(1) / freqs[0].astype(_F32)
+    else:
+        inv = _exp_as_mlx(xp, xp.arange(0, -half, -1, dtype=_F32) *
+                          _F32(math.log(base) / half))
+    theta = pos[..., None] * inv
+    cos, sin = xp.cos(theta).astype(x.dtype), xp.sin(theta).astype(x.dtype)
+    if traditional:
+        x1, x2 = x[..., 0:dims:2], x[..., 1:dims:2]
+    else:
+        x1, x2 = x[..., :half], x[..., half:dims]
+    if forward:
+        o1, o2 = x1 * cos - x2 * sin, x1 * sin + x2 * cos
+    else:
+        o1, o2 = x2 * sin + x1 * cos, x2 * cos - x1 * sin
+    out = xp.empty(x.shape, x.dtype)
+    if traditional:
+        out[..., 0:dims:2], out[..., 1:dims:2] = o1, o2
+    else:
+        out[..., :half], out[..., half:dims] = o1, o2
+    out[..., dims:] = x[..., dims:]
+    return out.reshape(shape)
+
+
+def _rope_node(x, offset, freqs, params, st):
+    ins = (x, offset) if freqs is None else (x, offset, freqs)
+    return b.node(_ROPE, ins, x._shape, x._dtype, params, b.resolve(st))
+
+
+def _rope_vjp(c, out, x, offset, *freqs, **params):
+    """RoPE is a rotation: its transpose is the inverse rotation (as MLX's RoPE::vjp)."""
+    inverse = {**params, "forward": not params["forward"]}
+    return [_rope_node(c, offset, freqs[0] if freqs else None, inverse, _stream_of(out)),
+            None] + [None] * len(freqs)
+
+
+def _rope_jvp(tangents, out, x, offset, *freqs, **params):
+    if any(t is not None for t in tangents[1:]):
+        raise ValueError("[rope] jvp for offset or frequencies not supported")
+    return _rope_node(tangents[0], offset, freqs[0] if freqs else None, params,
+                      _stream_of(out))
+
+
+def _rope_vmap(axes, out, x, offset, *freqs, **params):
+    """A batched input gets its batch axis right after the first (the one a vector offset
+    indexes), where the rotation treats it as one more head axis."""
+    from .ops import moveaxis
+    if any(a is not None for a in axes[1:]):
+        raise ValueError("[rope] vmap over the offset or the frequencies is not supported.")
+    st = _stream_of(out)
+    moved = moveaxis(x, axes[0], 1, stream=st) if axes[0] != 1 else x
+    return _rope_node(moved, offset, freqs[0] if freqs else None, params, st), 1
+
+
+_ROPE = b.make("rope", _rope, vjp=_rope_vjp, jvp=_rope_jvp, vmap=_rope_vmap)
+
+
+def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
+    """Rotary positional encoding of the first `dims` features of `a` (B, *, T, D),
+    positions `offset + arange(T)` times `scale`; frequencies from `base` or `freqs`
+    (exactly one of them); `traditional` rotates consecutive pairs.
+
+    A primitive (one node): its vjp is the inverse rotation, its jvp the same rotation.
+
+    >>> x = mx.ones((1, 2, 4))
+    >>> mx.fast.rope(x, 4, traditional=False, base=10000.0, scale=1.0, offset=0)[0, 0].tolist()
+    [1.0, 1.0, 1.0, 1.0]
+    """
+    from .ops import astype
+    x = b.as_array(a, "rope")
+    if freqs is not None and base is not None:
+        raise ValueError("[rope] Only one of base or freqs can have a value.")
+    if freqs is None and base is None:
+        raise ValueError("[rope] Neither base nor freqs has a value.")
+    off = b.array(np.array(offset, dtype=np.int32)) if isinstance(offset, (int, np.integer)) \
+        else b.as_array(offset, "rope")
+    if x.ndim < 3:
+        raise ValueError(f"[rope] Input must have at least 3 dimensions but got input with "
+                         f"{x.ndim} dimensions.")
+    if x._dtype.kind != "f":
+        raise ValueError(f"[rope] Input must be a floating type but got {x._dtype.name}.")
+    if off.ndim > 1:
+        raise ValueError(f"[rope] offset must have at most one dimension but has shape "
+                         f"{off._shape}.")
+    if off.size != 1 and off.size != x._shape[0]:
+        raise ValueError(f"[rope] offset must be a scalar or vector with {x._shape[0]} elements "
+                         f"but has shape {off._shape}.")
+    if off._dtype.kind not in "iu":
+        raise ValueError(f"[rope] offset must be an integer but got type {off._dtype.name}.")
+    if off._dtype.size != 4:
+        off = astype(off, dt.int32, stream=stream)
+    dims = int(dims)
+    if dims <= 0:
+        raise ValueError(f"[rope] dims must be positive but got {dims}.")
+    if dims % 2:
+        raise ValueError(f"[rope] dims must be even but got {dims}.")
+    if dims > x._shape[-1]:
+        raise ValueError(f"[rope] dims must not exceed the input's last dimension "
+                         f"({x._shape[-1]}) but got {dims}.")
+    f = None
+    if freqs is not None:
+        f = astype(b.as_array(freqs, "rope"), dt.float32, stream=stream)
+        if f.ndim != 1 or f._shape[0] != dims // 2:
+            raise ValueError(f"[rope] freqs must be one dimensional with size {dims // 2} but "
+                             f"got shape {f._shape}.")
+    params = {"dims": dims, "traditional": bool(traditional),
+              "base": 1.0 if base is None else float(base), "scale": float(scale),
+              "forward": True}
+    return _rope_node(x, off, f, params, stream)
+
+
+# -- attention --------------------------------------------------------------------------------
+
+def _check_sdpa(q, k, v):
+    op = "scaled_dot_product_attention"
+    for t in (q, k, v):
+        if t.ndim != 4:
+            raise ValueError(f"[{op}] input with shape {t._shape} expected to be rank 4")
+    for t in (k, v):
+        if t._shape[0] != q._shape[0]:
+            raise ValueError(f"[{op}] mismatching batch dimension for input with shape "
+                             f"{t._shape}.")
+    if q._shape[-1] != k._shape[-1]:
+        raise ValueError(f"[{op}] query, keys expected to have matching last dimension; found "
+                         f"query shape {q._shape} for keys shape {k._shape}.")
+    if k._shape[-3] != v._shape[-3]:
+        raise ValueError(f"[{op}] keys, values expected to have matching n_kv_heads; found "
+                         f"keys with n_heads {k._shape[-3]} for values with n_heads "
+                         f"{v._shape[-3]}.")
+    if q._shape[-3] % k._shape[-3]:
+        raise ValueError(f"[{op}] n_heads must be a multiple of n_kv_heads, found n_heads "
+                         f"{q._shape[-3]} for n_kv_heads {k._shape[-3]}.")
+
+
+def scaled_dot_product_attention(q, k, v, *, scale, mask=None, sinks=None,
+                                 force_fused=False, stream=None):
+    """`softmax(scale * q @ k.T + mask) @ v` over heads: q (B, N_q, T_q, D), k and v
+    (B, N_kv, T_kv, D) with N_q a multiple of N_kv (grouped-query attention, k and v not
+    tiled); `mask` is None, "causal" (the last query aligned with the last key), a
+    boolean mask (False: left out) or an additive one; `sinks` (N_q,) adds one logit per
+    head that takes softmax mass and no value.
+
+    A composite of ops (MLX's CPU path): the softmax runs in float32.
+
+    >>> q = k = v = mx.ones((1, 1, 2, 4))
+    >>> mx.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask="causal").tolist()
+    [[[[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 1.0]]]]
+    """
+    from . import ops as o
+    op = "scaled_dot_product_attention"
+    q, k, v = (b.as_array(t, op) for t in (q, k, v))
+    causal = False
+    if isinstance(mask, str):
+        if mask != "causal":
+            raise ValueError(f"[{op}] invalid mask option '{mask}'. Must be 'causal', or an "
+                             "array.")
+        causal, mask = True, None
+    elif mask is not None:
+        mask = b.as_array(mask, op)
+    if mask is not None and mask.ndim > 4:
+        raise ValueError(f"[{op}] the mask with shape {mask._shape} expected to have at most "
+                         "rank 4.")
+    _check_sdpa(q, k, v)
+    final = dt.promote_types(dt.promote_types(q._dtype, k._dtype), v._dtype)
+    if final.kind != "f":
+        raise ValueError(f"[{op}] Received unsupported type {final.name}.")
+    s = dict(stream=stream)
+    q, k, v = (o.astype(t, final, **s) if t._dtype is not final else t for t in (q, k, v))
+    if mask is not None:
+        if dt.promote_types(mask._dtype, final) is not final:
+            raise ValueError(f"[{op}] Mask type must promote to output type {final.name}.")
+        if mask._dtype.kind != "b" and mask._dtype is not final:
+            mask = o.astype(mask, final, **s)
+        mask_shape = q._shape[:-1] + (k._shape[-2],)
+        if mask._shape != mask_shape:
+            mask = o.broadcast_to(mask, mask_shape, **s)
+    if sinks is not None:
+        sinks = b.as_array(sinks, op)
+        if dt.promote_types(sinks._dtype, final) is not final:
+            raise ValueError(f"[{op}] Type of sinks must promote to output type {final.name}.")
+        if sinks.ndim != 1 or sinks._shape[0] != q._shape[1]:
+            raise ValueError(f"[{op}] Received invalid shape for sinks {sinks._shape}.")
+        sinks = o.astype(sinks, final, **s) if sinks._dtype is not final else sinks
+    if force_fused:
+        raise ValueError(f"[{op}] force_fused=True but no fused kernel is available in "
+                         f"{'CPU' if b.resolve(stream).stream.device.type.value == 0 else 'GPU'}"
+                         " backend.")
+    return _attention(q, k, v, float(scale), causal, mask, sinks, s)
+
+
+def _attention(q, k, v, scale, causal, mask, sinks, s):
+    """MLX's fallback attention, op for op."""
+    from . import ops as o
+    n_q, n_kv = q._shape[1], k._shape[1]
+    rep = n_q // n_kv
+    q = o.multiply(b.scalar(scale, q._dtype), q, **s)
+    if rep > 1:
+        q = o.unflatten(q, 1, (n_kv, rep), **s)
+        k, v = o.expand_dims(k, 2, **s), o.expand_dims(v, 2, **s)
+    scores = o.matmul(q, o.swapaxes(k, -1, -2, **s), **s)
+    if causal:
+        lq, lk = q._shape[-2], k._shape[-2]
+        mask = o.greater_equal(o.expand_dims(o.arange(lk - lq, lk, **s), 1, **s),
+                               o.expand_dims(o.arange(0, lk, **s), 0, **s), **s)
+    if mask is not None:
+        if rep > 1 and mask.ndim >= 3:
+            mask = o.expand_dims(mask, -3, **s) if mask._shape[-3] == 1 else \
+                o.unflatten(mask, -3, (n_kv, rep), **s)
+        if mask._dtype.kind == "b":
+            low = b.scalar(float(dt.finfo(scores._dtype).min), scores._dtype)
+            scores = o.where(mask, scores, low, **s)
+        else:
+            scores = o.add(scores, mask, **s)
+    if sinks is not None:
+        sk = o.expand_dims(sinks, (0, 2, 3), **s)
+        if scores.ndim == 5:
+            sk = o.unflatten(sk, 1, (n_kv, rep), **s)
+        sk = o.broadcast_to(sk, scores._shape[:-1] + (1,), **s)
+        scores = o.concatenate([sk, scores], -1, **s)
+    scores = o.softmax(scores, -1, precise=True, **s)
+    if sinks is not None:
+        scores = o.getitem(scores, (Ellipsis, slice(1, None)), **s)
+    out = o.matmul(scores, v, **s)
+    return o.flatten(out, 1, 2, **s) if rep > 1 else out
+
+
+def cross_entropy(logits, targets, *, stream=None):
+    """`logsumexp(logits, -1) - logits[..., target]` per element, in float32 (a composite
+    of ops reducing in the logits' dtype, as MLX's CPU path).
+
+    >>> mx.fast.cross_entropy(mx.zeros((1, 4)), mx.array([2]))
+    array([1.38629], dtype=float32)
+    """
+    from . import ops as o
+    op = "cross_entropy"
+    logits, targets = b.as_array(logits, op), b.as_array(targets, op)
+    if logits.ndim < 1 or targets._shape != logits._shape[:-1]:
+        raise ValueError(f"[{op}] targets of shape {targets._shape} must have the shape of "
+                         f"the logits {logits._shape} without the last axis.")
+    if targets._dtype.kind not in "iu":
+        raise ValueError(f"[{op}] targets must be integers, got {targets._dtype.name}.")
+    s = dict(stream=stream)
+    picked = o.squeeze(o.take_along_axis(logits, o.expand_dims(targets, -1, **s), -1, **s),
+                       -1, **s)
+    return o.astype(o.subtract(o.logsumexp(logits, -1, **s), picked, **s), dt.float32, **s)
+
+
+# -- custom kernels ---------------------------------------------------------------------------
+
+from .custom_kernel import cuda_kernel, metal_kernel  # noqa: E402,F401
+
+__all__ = ["cross_entropy", "cuda_kernel", "layer_norm", "metal_kernel", "rms_norm", "rope",
+           "scaled_dot_product_attention"]
