@@ -306,3 +306,25 @@ def test_compiled_training_step_follows_mlx():
     want, b = run(mlx_nn, mlx_core, mlx_optim, b, theirs(x), theirs(y))
     np.testing.assert_allclose(got, want, rtol=1e-4)
     close(a.parameters(), b.parameters(), rtol=1e-4, atol=1e-5)
+
+
+def test_cnn_training_follows_mlx():
+    skip_unless("value_and_grad", "conv2d")
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(8, 12, 12, 2)).astype(np.float32)
+    y = rng.integers(0, 4, size=(8,)).astype(np.int32)
+
+    def build(nn):
+        # no bias before BatchNorm: its gradient is rounding noise, which Adam would amplify
+        return nn.Sequential(nn.Conv2d(2, 4, 3, padding=1, bias=False), nn.BatchNorm(4),
+                             nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 4, 3, stride=2), nn.SiLU(),
+                             nn.Dropout(0.2), lambda h: h.reshape(h.shape[0], -1),
+                             nn.Linear(16, 4))
+
+    a, b = twins(build)
+    mx.random.seed(11)  # the same dropout masks on both sides
+    mlx_core.random.seed(11)
+    got = _train(nn, mx, optim, a, 6, ours(x), ours(y))
+    want = _train(mlx_nn, mlx_core, mlx_optim, b, 6, theirs(x), theirs(y))
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+    close(a.parameters(), b.parameters(), rtol=1e-3, atol=1e-4)
