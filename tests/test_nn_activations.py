@@ -82,3 +82,20 @@ def test_activations_keep_integer_semantics():
     x_ours, x_mlx = mx.array([-3, 0, 4]), mlx_core.array([-3, 0, 4])
     for name in ("relu", "relu6", "step", "hard_shrink", "softshrink"):
         close(getattr(nn, name)(x_ours), getattr(mlx_nn, name)(x_mlx), what=name)
+
+
+def test_activations_compile_once_with_the_cores_compile(monkeypatch):
+    from streamlet.nn._transforms import compiled
+
+    calls = []
+
+    def fake_compile(fn, shapeless=False):
+        calls.append(shapeless)
+        return lambda *args, **kwargs: fn(*args, **kwargs) * 10
+
+    monkeypatch.setattr(mx, "compile", fake_compile, raising=False)
+    plus_one = compiled(lambda x, k=1: x + k)
+    assert plus_one(mx.array(1)).item() == 20 and plus_one(mx.array(2), k=2).item() == 40
+    assert calls == [True]  # compiled shapeless, once, on the first call
+    monkeypatch.delattr(mx, "compile", raising=False)
+    assert compiled(lambda x: x + 1)(mx.array(1)).item() == 2  # plain without compile
