@@ -28,6 +28,8 @@ from .ops import AxisError, broadcast_shapes  # noqa: F401
 from .transforms import grad, jvp, stop_gradient, value_and_grad, vjp  # noqa: F401
 from .vmap import vmap  # noqa: F401
 from .custom import checkpoint, custom_function  # noqa: F401
+from .compile import compile, disable_compile, enable_compile  # noqa: F401
+from .dot import export_to_dot  # noqa: F401
 from .stream import (Stream, StreamContext, ThreadLocalStream, clear_streams,  # noqa: F401
                      default_device, default_stream, get_streams, new_stream,
                      new_thread_local_stream, new_thread_unsafe_stream, set_default_device,

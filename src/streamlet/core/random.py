@@ -58,7 +58,9 @@ def _split_py(key):
 
 
 class _Local(threading.local):
-    key = None  # this thread's (k0, k1); made from the clock on first use, as MLX does
+    # this thread's key: (k0, k1), made from the clock on first use as MLX does, or a key
+    # array once `state[0]` is set (compile traces the sequence through the graph so)
+    key = None
 
 
 _local = _Local()
@@ -112,7 +114,12 @@ def _current():
 
 
 def _next_key():
-    _local.key, sub = _split_py(_current())
+    k = _current()
+    if isinstance(k, b.array):
+        both = split(k)
+        _local.key = both[0]
+        return both[1]
+    _local.key, sub = _split_py(k)
     return _key_array(sub)
 
 
@@ -129,11 +136,12 @@ class _RandomState:
     def __getitem__(self, i):
         if i not in (0, -1):
             raise IndexError(f"[state] Index {i} out of range for the one key.")
-        return _key_array(_current())
+        k = _current()
+        return k if isinstance(k, b.array) else _key_array(k)
 
     def __setitem__(self, i, value):
         self[i]  # noqa: B018 (checks the index)
-        _local.key = tuple(int(w) for w in np.array(_get_key(value, "state")).tolist())
+        _local.key = _get_key(value, "state")  # kept as an array: it may be pending
 
 
 state = _RandomState()

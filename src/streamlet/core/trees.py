@@ -10,6 +10,12 @@ from __future__ import annotations
 from .array import array
 
 
+def _is_key_state(tree) -> bool:
+    """`mx.random.state`: in a tree it stands for this thread's key (as in MLX)."""
+    from .random import state
+    return tree is state
+
+
 def leaves(tree, strict=False, op="tree_flatten") -> list:
     """The arrays of `tree` in order; with `strict`, any other leaf raises ValueError."""
     out = []
@@ -20,6 +26,8 @@ def leaves(tree, strict=False, op="tree_flatten") -> list:
 def _collect(tree, out, strict, op):
     if isinstance(tree, array):
         out.append(tree)
+    elif _is_key_state(tree):
+        out.append(tree[0])
     elif isinstance(tree, (list, tuple)):
         for t in tree:
             _collect(t, out, strict, op)
@@ -35,6 +43,9 @@ def update(tree, fn):
     """`tree` with each array `a` replaced by `fn(a)`: lists and dicts in place."""
     if isinstance(tree, array):
         return fn(tree)
+    if _is_key_state(tree):
+        tree[0] = fn(tree[0])
+        return tree
     if isinstance(tree, list):
         for i, t in enumerate(tree):
             tree[i] = update(t, fn)
@@ -66,6 +77,9 @@ def unflatten(tree, values):
 def _copy(tree, it):
     if isinstance(tree, array):
         return next(it)
+    if _is_key_state(tree):
+        next(it)
+        return tree
     if isinstance(tree, list):
         return [_copy(t, it) for t in tree]
     if isinstance(tree, tuple):

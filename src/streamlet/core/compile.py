@@ -1,0 +1,227 @@
+"""compile: trace a function once per input signature, then replay the traced graph.
+
+Tracing calls the function on placeholders (inputs with a shape and a dtype but no
+value), so its Python body runs once per signature: the structure of the arguments,
+the constants among them, and each array's shape (its number of dimensions only when
+`shapeless`) and dtype.  What the function reads from elsewhere (closures, arrays it
+creates) is a constant of the trace.  The traced nodes become a tape: equal nodes are
+merged, and every later call rebuilds the tape's nodes on the new inputs without
+running Python code of the function.  Nodes built on the default stream replay on the
+caller's default stream; nodes given a stream keep it.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+
+from . import trees
+from .array import array, wrap
+from .graph import TRACING, Node
+from .stream import resolve
+
+_enabled = [os.environ.get("MLX_DISABLE_COMPILE", "") in ("", "0", "false", "False")]
+
+
+def disable_compile() -> None:
+    """Make compiled functions run their Python body on every call (as if not compiled)."""
+    _enabled[0] = False
+
+
+def enable_compile() -> None:
+    """Undo `disable_compile` (and the `MLX_DISABLE_COMPILE` environment variable)."""
+    _enabled[0] = True
+
+
+class _Step:
+    """One node to rebuild: its primitive on the values in `refs` (indices of earlier
+    values), with the traced shape, dtype and params; `stream` None: the caller's."""
+
+    __slots__ = ("prim", "refs", "shape", "dtype", "params", "stream")
+
+    def __init__(self, prim, refs, shape, dtype, params, stream):
+        self.prim, self.refs, self.shape, self.dtype = prim, refs, shape, dtype
+        self.params, self.stream = params, stream
+
+
+class Tape:
+    """A traced function: values 0..n_inputs-1 are the call's inputs, then the trace's
+    constants, then one value per step; `outputs` index the values."""
+
+    def __init__(self, n_inputs, constants, steps, outputs, result, n_state):
+        self.n_inputs, self.constants, self.steps = n_inputs, constants, steps
+        self.outputs, self.result, self.n_state = outputs, result, n_state
+
+    def replay(self, inputs):
+        values = [x._node for x in inputs]
+        values.extend(self.constants)
+        current = resolve(None)
+        traced = TRACING.depth and any(v.tracer for v in values[:self.n_inputs])
+        for s in self.steps:
+            ins = tuple([values[r] for r in s.refs])
+            n = Node(s.shape, s.dtype, s.prim, ins, s.params,
+                     current if s.stream is None else s.stream)
+            if traced:
+                for i in ins:
+                    if i.tracer:
+                        n.tracer = True
+                        break
+            values.append(n)
+        return [wrap(values[i]) for i in self.outputs]
+
+
+def _signature(tree, flat, key, shapeless):
+    """Append `tree`'s arrays to `flat` and its structure and constants to `key`."""
+    if isinstance(tree, array):
+        flat.append(tree)
+        key.append((len(tree._shape) if shapeless else tree._shape, tree._dtype))
+    elif trees._is_key_state(tree):
+        flat.append(tree[0])
+        key.append("key")
+    elif isinstance(tree, (list, tuple)):
+        key.append((type(tree), len(tree)))
+        for t in tree:
+            _signature(t, flat, key, shapeless)
+    elif isinstance(tree, dict):
+        key.append((dict, tuple(tree)))
+        for t in tree.values():
+            _signature(t, flat, key, shapeless)
+    elif tree is None or isinstance(tree, (bool, int, float, str)):
+        key.append((type(tree), tree))
+    else:
+        raise ValueError("[compile] Function arguments must be trees of arrays or constants "
+                         "(floats, ints, strings, or None), but received type "
+                         f"{type(tree).__module__}.{type(tree).__qualname__}.")
+
+
+def _placeholder(a):
+    p = Node(a._shape, a._dtype)
+    p.tracer = True
+    return wrap(p)
+
+
+def _freeze(value):
+    """A hashable stand-in for a params value (for merging equal nodes)."""
+    if isinstance(value, dict):
+        return tuple((k, _freeze(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return (type(value),) + tuple(_freeze(v) for v in value)
+    try:
+        hash(value)
+        return (type(value), value)
+    except TypeError:
+        return (type(value), id(value))
+
+
+def _check_captured(outputs, inputs):
+    """An unevaluated constant built from one of the call's own inputs: the trace would
+    keep that input's old value, so it is an error (as in MLX)."""
+    own = {id(x._node) for x in inputs}
+    seen, stack = set(), [o for o in outputs]
+    while stack:
+        n = stack.pop()
+        for i in n.inputs:
+            if id(i) in seen:
+                continue
+            seen.add(id(i))
+            if id(i) in own and not i.tracer:
+                raise ValueError("[compile] Attempting to compile a function with "
+                                 "uncaptured inputs is not allowed.")
+            stack.append(i)
+
+
+def _record(outputs, placeholders, default):
+    """The tape of the nodes between `placeholders` and `outputs`: its constants (nodes
+    that do not depend on the placeholders), its steps, and the outputs' values."""
+    from .transforms import _tape
+    tape = _tape(outputs, {id(p) for p in placeholders})
+    on_tape = {id(n) for n in tape}
+    slot = {id(p): i for i, p in enumerate(placeholders)}
+    constants = []
+    for n in [i for t in tape for i in t.inputs] + list(outputs):
+        if id(n) not in slot and id(n) not in on_tape:
+            slot[id(n)] = len(placeholders) + len(constants)
+            constants.append(n)
+    steps, merged = [], {}
+    first = len(placeholders) + len(constants)
+    for n in tape:
+        refs = tuple(slot[id(i)] for i in n.inputs)
+        stream = None if n.stream is default else n.stream
+        key = (n.prim, refs, stream, n.shape, n.dtype, _freeze(n.params or {}))
+        same = merged.get(key)
+        if same is None:
+            same = merged[key] = first + len(steps)
+            steps.append(_Step(n.prim, refs, n.shape, n.dtype, n.params, stream))
+        slot[id(n)] = same
+    return constants, steps, [slot[id(o)] for o in outputs]
+
+
+class _Compiled:
+    def __init__(self, fun, inputs, outputs, shapeless):
+        self.fun, self.inputs, self.outputs, self.shapeless = fun, inputs, outputs, shapeless
+        self.cache = {}
+
+    def __call__(self, *args, **kwargs):
+        if not _enabled[0]:
+            return self.fun(*args, **kwargs)
+        flat, key = [], []
+        _signature((args, kwargs), flat, key, self.shapeless)
+        n_args = len(flat)
+        if self.inputs is not None:
+            _signature(self.inputs, flat, key, self.shapeless)
+        key = tuple(key)
+        tape = self.cache.get(key)
+        if tape is None:
+            tape = self.cache[key] = self._trace(args, kwargs, flat, n_args)
+        outs = tape.replay(flat)
+        if tape.n_state:
+            trees.fill(self.outputs, outs[len(outs) - tape.n_state:])
+            outs = outs[:len(outs) - tape.n_state]
+        return trees.unflatten(tape.result, outs)
+
+    def _trace(self, args, kwargs, flat, n_args):
+        if self.shapeless:
+            raise ValueError("[compile] shapeless compilation is not supported yet.")
+        with TRACING:
+            ph = [_placeholder(a) for a in flat]
+            starts = [p._node for p in ph]
+            a, k = trees.unflatten((args, kwargs), ph[:n_args])
+            if self.inputs is not None:
+                trees.fill(self.inputs, ph[n_args:])
+            default = resolve(None)
+            try:
+                result = self.fun(*a, **k)
+                outs = trees.leaves(result)
+                state = trees.leaves(self.outputs) if self.outputs is not None else []
+            finally:
+                if self.inputs is not None:
+                    trees.restore(self.inputs, starts[n_args:], flat[n_args:])
+            nodes = [o._node for o in outs + state]
+            _check_captured(nodes, flat)
+            constants, steps, out_refs = _record(nodes, starts, default)
+        return Tape(len(flat), constants, steps, out_refs, result, len(state))
+
+
+def compile(fun, inputs=None, outputs=None, shapeless=False):
+    """`fun`, traced once per input signature and replayed from then on.
+
+    `inputs` and `outputs` are trees (lists, dicts, `mx.random.state`) the function
+    reads and writes besides its arguments: they are captured on each call.
+
+    >>> f = mx.compile(lambda x, y: mx.exp(x) * y)
+    >>> f(mx.array(0.0), mx.array(3.0)).item()
+    3.0
+    """
+    compiled = _Compiled(fun, inputs, outputs, shapeless)
+
+    @functools.wraps(fun)
+    def call(*args, **kwargs):
+        return compiled(*args, **kwargs)
+    try:
+        call.__signature__ = inspect.signature(fun)
+    except (TypeError, ValueError):
+        pass
+    return call
+
+
+__all__ = ["compile", "disable_compile", "enable_compile"]
