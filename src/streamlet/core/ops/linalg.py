@@ -325,6 +325,42 @@ def _cholesky_inv(xp, a, upper):
     return xp.linalg.inv(ft @ f if upper else f @ ft)
 
 
+def _potrf2(a):
+    """LAPACK's recursive Cholesky (dpotrf2) of the lower triangle of `a`, in place; at a
+    pivot that is not positive it stops, leaving the entries as far as they got."""
+    n1 = a.shape[0] // 2
+    if n1 == 0:
+        if not a[0, 0] > 0:  # NaN too
+            return False
+        a[0, 0] = np.sqrt(a[0, 0])
+        return True
+    if not _potrf2(a[:n1, :n1]):
+        return False
+    a[n1:, :n1] = np.linalg.solve(a[:n1, :n1], a[n1:, :n1].T).T
+    a[n1:, n1:] -= a[n1:, :n1] @ a[n1:, :n1].T
+    return _potrf2(a[n1:, n1:])
+
+
+def _cholesky(xp, a, upper):
+    """numpy's Cholesky; where a matrix is not positive definite, MLX hands back what
+    LAPACK's potrf left (no error), and so do we."""
+    if not xp.isnan(a).any():  # NOTE: numpy's OpenBLAS runs on through a NaN pivot
+        try:
+            return xp.linalg.cholesky(a, upper=upper)
+        except np.linalg.LinAlgError:
+            pass
+    out = np.tril(np.swapaxes(a, -1, -2) if upper else a).copy()
+    for m in out.reshape((-1,) + a.shape[-2:]):  # views: each factored in place
+        try:
+            if np.isnan(m).any():
+                raise np.linalg.LinAlgError
+            m[...] = np.linalg.cholesky(m)
+        except np.linalg.LinAlgError:
+            _potrf2(m)
+            m[...] = np.tril(m)
+    return np.swapaxes(out, -1, -2) if upper else out
+
+
 def _det(xp, a, out):
     return xp.asarray(xp.linalg.det(a)).astype(out)
 
@@ -345,8 +381,7 @@ def _solve(xp, a, y, vector):
 _SINGULAR = "The matrix is singular"
 _INV = _op("inv", lambda xp, a: xp.linalg.inv(a), f"[linalg.inv] {_SINGULAR}")
 _TRI_INV = _op("tri_inv", _tri_inv, f"[linalg.tri_inv] {_SINGULAR}")
-_CHOL = _op("cholesky", lambda xp, a, upper: xp.linalg.cholesky(a, upper=upper),
-            "[linalg.cholesky] The matrix is not positive definite")
+_CHOL = _op("cholesky", _cholesky)
 _CHOL_INV = _op("cholesky_inv", _cholesky_inv, f"[linalg.cholesky_inv] {_SINGULAR}")
 _SOLVE = _op("solve", _solve, f"[linalg.solve] {_SINGULAR}")
 _SOLVE_TRI = _op("solve_triangular", _solve_tri, f"[linalg.solve_triangular] {_SINGULAR}")
