@@ -134,7 +134,7 @@ def _record(outputs, placeholders, default):
     """The tape of the nodes between `placeholders` and `outputs`: its constants (nodes
     that do not depend on the placeholders), its steps, and the outputs' values."""
     from .transforms import _tape
-    tape = _tape(outputs, {id(p) for p in placeholders})
+    tape = _tape(outputs, {id(p) for p in placeholders}, gradients=False)
     on_tape = {id(n) for n in tape}
     slot = {id(p): i for i, p in enumerate(placeholders)}
     constants = []

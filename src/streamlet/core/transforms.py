@@ -47,9 +47,10 @@ def _tracer(a) -> array:
     return t
 
 
-def _tape(outputs, start):
+def _tape(outputs, start, gradients=True):
     """Nodes reachable from `outputs` that depend on the nodes of `start` (ids), in
-    build order, which is a topological order; `start` grows to hold them all."""
+    build order, which is a topological order; `start` grows to hold them all.  For
+    `gradients`, dependence stops at stop_gradient."""
     seen = set(start)
     found = []
     stack = [o for o in outputs if o.tracer and id(o) not in seen]
@@ -65,7 +66,7 @@ def _tape(outputs, start):
     found.sort(key=_birth)
     tape = []
     for n in found:
-        if n.prim is STOP_GRADIENT:
+        if gradients and n.prim is STOP_GRADIENT:
             continue
         for i in n.inputs:
             if id(i) in start:

@@ -159,7 +159,7 @@ def _replace(inputs, placeholders, outs, axes, oaxes):
     size = batched[0][0]._shape[batched[0][1]]
     tmap = {id(p): (x, ax) for p, x, ax in zip(placeholders, inputs, axes) if ax is not None}
     start = set(tmap)
-    tape = _tape([o._node for o in outs], start)
+    tape = _tape([o._node for o in outs], start, gradients=False)
     saved = None
     try:
         for n in tape:
