@@ -21,11 +21,14 @@ import numpy as np
 
 from . import dtypes as dt
 from .array import array
+from .ops import build as ops_build
 
 _ST_CODES = {"bool": "BOOL", "uint8": "U8", "uint16": "U16", "uint32": "U32", "uint64": "U64",
              "int8": "I8", "int16": "I16", "int32": "I32", "int64": "I64", "float16": "F16",
              "bfloat16": "BF16", "float32": "F32", "float64": "F64", "complex64": "C64"}
-_ST_DTYPES = {code: dt.from_name(name) for name, code in _ST_CODES.items()}
+# fp8 tensors load as their uint8 bytes (mx.from_fp8 reads them), as in MLX
+_ST_DTYPES = {code: dt.from_name(name) for name, code in _ST_CODES.items()} | \
+    {"F8_E4M3": dt.uint8, "F8_E8M0": dt.uint8}
 _FORMATS = ("npy", "npz", "safetensors", "gguf")
 
 
@@ -129,6 +132,32 @@ def _from_numpy(data: np.ndarray) -> array:
     return array(data, dt.from_numpy(data.dtype))
 
 
+def _unreadable(xp, message):
+    raise RuntimeError(message)
+
+
+_UNREADABLE = ops_build.make("load", _unreadable)
+
+
+def _load_npy(f, stream):
+    """An `.npy` array; one whose data is cut short fails when it is evaluated, as MLX's
+    lazy load does (its shape and dtype come from the header)."""
+    start = f.tell()
+    try:
+        return _from_numpy(np.load(f, allow_pickle=False))
+    except ValueError as exc:
+        f.seek(start)
+        fmt = np.lib.format
+        header = fmt.read_array_header_1_0 if fmt.read_magic(f) == (1, 0) else \
+            fmt.read_array_header_2_0
+        shape, _, descr = header(f)
+        data = np.empty(0, descr)
+        d = dt.bfloat16 if data.dtype.kind == "V" and data.itemsize == 2 else \
+            dt.from_numpy(data.dtype)
+        return ops_build.node(_UNREADABLE, (), tuple(shape), d,
+                              {"message": f"[load] {exc}"}, ops_build.resolve(stream))
+
+
 def _load_safetensors(f):
     (size,) = struct.unpack("<Q", f.read(8))
     header = json.loads(f.read(size))
@@ -138,7 +167,7 @@ def _load_safetensors(f):
     for name, info in header.items():
         d = _ST_DTYPES.get(info["dtype"])
         if d is None:
-            raise ValueError(f"[load_safetensors] Unsupported dtype {info['dtype']}.")
+            raise RuntimeError(f"[load_safetensors] unsupported dtype {info['dtype']}.")
         start, stop = info["data_offsets"]
         data = np.frombuffer(body[start:stop], dtype=d.np.newbyteorder("<"))
         out[name] = array(data.astype(d.np, copy=False).reshape(info["shape"]), d)
@@ -172,7 +201,7 @@ def load(file, /, format=None, return_metadata=False, *, stream=None):
             arrays, metadata = _load_safetensors(f)
             return (arrays, metadata) if return_metadata else arrays
         if fmt == "npy":
-            return _from_numpy(np.load(f, allow_pickle=False))
+            return _load_npy(f, stream)
         try:
             with np.load(f, allow_pickle=False) as z:
                 return {k: _from_numpy(z[k]) for k in z.files}
