@@ -49,6 +49,8 @@ def all_sum_gradients(grads, group, stream):
 
 
 def train(args):
+    if args.device:
+        mx.set_default_device(getattr(mx, args.device))
     group = mx.distributed.init()
     rank, size = group.rank(), group.size()
     mx.random.seed(args.seed)
@@ -85,6 +87,7 @@ def main():
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--lr", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", choices=["cpu", "gpu"], help="default: the default device")
     train(p.parse_args())
 
 

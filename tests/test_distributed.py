@@ -271,6 +271,9 @@ def test_launch_commands_for_both_mpis(tmp_path):
     assert launch.command(args, args.program, "mpirun", "openmpi") == [
         "mpirun", "-n", "4", "--oversubscribe", "--host", "a:2,b:2", "-x", "K=V",
         "--wdir", "/w", "./run"]
+    args = _args("--backend", "nccl", "-n", "2", "x.py")
+    assert launch.command(args, args.program, "m", "hydra")[3:6] == [
+        "-genv", "MLX_WORLD_SIZE", "2"]
     hosts.write_text("a slots=3\nb\n")
     args = _args("--hostfile", str(hosts), "x.py")
     assert launch.command(args, args.program, "m", "hydra")[:5] == [
@@ -330,7 +333,7 @@ def test_data_parallel_example_matches_one_process():
     if why:
         pytest.skip(why)
     script = [str(HERE.parent / "examples" / "data_parallel.py"), "--steps", "6", "--width",
-              "32"]
+              "32", "--device", "cpu"]
     env = {k: v for k, v in os.environ.items() if k not in mpi._SIZE_VARS + mpi._RANK_VARS}
 
     def curve(cmd):
@@ -342,3 +345,66 @@ def test_data_parallel_example_matches_one_process():
     assert len(one) == len(four) == 6
     np.testing.assert_allclose(four, one, rtol=1e-5)
     assert one[-1] < one[0]
+
+
+# -- NCCL on a GPU: a group of one (NCCL allows one rank per GPU) ------------------------
+def _nccl_comm(monkeypatch):
+    if not (mx.is_available(mx.gpu) and nccl.is_available()):
+        pytest.skip("no CUDA GPU with CuPy's NCCL here")
+    for var in mpi._SIZE_VARS + mpi._RANK_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("MLX_RANK", "0")
+    monkeypatch.setenv("MLX_WORLD_SIZE", "1")
+    return nccl.init(strict=True)
+
+
+NCCL_DTYPES = [np.float32, np.float16, "bfloat16", np.float64, np.int8, np.uint8, np.int16,
+               np.uint16, np.int32, np.int64, np.bool_]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("npdtype", NCCL_DTYPES, ids=str)
+def test_nccl_kernels_on_a_group_of_one(monkeypatch, npdtype, rng):
+    """Each op's NCCL call, built past the group-of-one shortcut, on a GPU stream."""
+    from streamlet.core.distributed.ops import _like
+    comm = _nccl_comm(monkeypatch)
+    assert (comm.rank, comm.size, comm.device) == (0, 1, "gpu")
+    s = mx.new_stream(mx.gpu)
+    name = npdtype if isinstance(npdtype, str) else np.dtype(npdtype).name
+    x = mx.array((rng.standard_normal((4, 6)) * 10).astype(np.float32))
+    x = x.astype(getattr(mx, "bool_" if name == "bool" else name))
+    want = np.asarray(x)
+    for op in ("all_sum", "all_max", "all_min", "all_gather", "sum_scatter"):
+        y = _like(op, x, comm, stream=s)
+        assert y._node.stream.stream == s
+        got = np.asarray(y)
+        assert got.dtype == want.dtype and got.shape == want.shape, op
+        np.testing.assert_array_equal(got, want, err_msg=op)
+
+
+@pytest.mark.gpu
+def test_nccl_complex_sum_and_errors(monkeypatch):
+    from streamlet.core.distributed.ops import _like
+    comm = _nccl_comm(monkeypatch)
+    x = mx.array(np.array([1 + 2j, 3 - 1j], np.complex64))
+    assert np.asarray(_like("all_sum", x, comm, stream=mx.gpu)).tolist() == [1 + 2j, 3 - 1j]
+    with pytest.raises(TypeError, match="no max of complex64"):
+        _like("all_max", x, comm, stream=mx.gpu)
+    g = D.Group(comm)
+    assert g.split(0).size() == 1
+    assert D.all_sum(mx.ones(3), group=g).tolist() == [1.0] * 3  # a group of one: x itself
+
+
+@pytest.mark.gpu
+def test_nccl_after_cpu_communication_waits_through_a_token(monkeypatch):
+    """A CPU collective then a GPU one: the GPU op's order input is a token on the CPU
+    stream, and both give the right values."""
+    from streamlet.core.distributed.ops import _like
+    comm = _nccl_comm(monkeypatch)
+    g, fake_comm = fake()
+    a = D.all_sum(mx.ones((1 << 16,)), group=g)  # on the CPU
+    b = _like("all_sum", mx.full((1 << 16,), 3.0), comm, stream=mx.gpu)
+    token = b._node.inputs[-1]
+    assert token.shape == (0,) and token.inputs[0] is a._node
+    assert np.asarray(b)[0] == 3.0 and np.asarray(a)[0] == 2.0
+    assert len(fake_comm.log) == 1

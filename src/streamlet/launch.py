@@ -82,8 +82,10 @@ def command(args, rest, mpiexec: str, kind: str) -> list:
     else:
         hosts, envs = [(h.strip(), None) for h in args.hosts.split(",") if h.strip()], []
     hosts = [(h, n if n is not None else args.repeat_hosts) for h, n in hosts]
-    envs = envs + list(args.env)
     total = sum(n for _, n in hosts)
+    if args.backend == "nccl":  # what tells init("any") to form the group over NCCL
+        envs.append(f"MLX_WORLD_SIZE={total}")
+    envs = envs + list(args.env)
     program = list(rest)
     if program and program[0].endswith(".py"):
         program = [args.python or sys.executable] + program
@@ -112,7 +114,8 @@ def parser() -> argparse.ArgumentParser:
                    "this one)")
     p.add_argument("--hostfile", help="MLX's JSON hostfile or MPI's text one")
     p.add_argument("--backend", default="mpi", choices=["mpi", "nccl"],
-                   help="both start through MPI; nccl expects one process per GPU")
+                   help="both start through MPI; with nccl, init() forms the group over "
+                   "NCCL (one process per GPU)")
     p.add_argument("--env", action="append", default=[], help="K=V for every process")
     p.add_argument("--mpi-arg", action="append", default=[], help="passed to mpiexec")
     p.add_argument("--cwd", help="working directory of the processes")

@@ -7,8 +7,9 @@ computes bfloat16 in float32) and travel as float32.
 
 Bootstrap.  NCCL needs its unique id handed from rank 0 to the others.  We hand it over
 MPI, so a group of several processes is launched like an MPI one
-(`python -m streamlet.launch -n N`, one process per GPU); a lone process forms a group
-of one when MLX_RANK=0 and MLX_WORLD_SIZE=1 are set (as MLX's launcher sets them).
+(`python -m streamlet.launch --backend nccl -n N`, one process per GPU); a lone process
+forms a group of one when MLX_RANK=0 and MLX_WORLD_SIZE=1 are set (as MLX's launcher
+sets them).
 """
 from __future__ import annotations
 
@@ -38,27 +39,43 @@ def is_available() -> bool:
 
 
 def init(strict: bool):
-    """The world communicator over NCCL, or None where no group can be formed."""
+    """The world communicator over NCCL, or None where no group can be formed.
+
+    Under an MPI launcher, `backend="nccl"` forms the group; "any" does only where the
+    launch asked for NCCL (`streamlet.launch --backend nccl`, which sets MLX_WORLD_SIZE),
+    so a CPU program launched on a GPU host keeps communicating through MPI.
+    """
     if not is_available():
         if strict:
             raise RuntimeError("Cannot initialize nccl distributed backend: it needs CuPy "
                                "with NCCL and a CUDA GPU.")
         return None
+    try:
+        return _world(strict)
+    except Exception:
+        if strict:
+            raise
+        return None  # e.g. more processes than GPUs: "any" falls back to MPI
+
+
+def _world(strict):
     if mpi.launched() and mpi.is_available():
+        if not (strict or "MLX_WORLD_SIZE" in os.environ):
+            return None
         world = mpi.module().COMM_WORLD
         rank, size, boot = world.Get_rank(), world.Get_size(), world
     elif "MLX_WORLD_SIZE" in os.environ and "MLX_RANK" in os.environ:
         rank, size, boot = int(os.environ["MLX_RANK"]), int(os.environ["MLX_WORLD_SIZE"]), None
         if size > 1:
-            if strict:
-                raise RuntimeError("[nccl] A group of several processes is bootstrapped "
-                                   "through MPI: start it with `python -m streamlet.launch`.")
-            return None
+            raise RuntimeError("[nccl] A group of several processes is bootstrapped "
+                               "through MPI: start it with `python -m streamlet.launch "
+                               "--backend nccl`.")
     else:
         if strict:
             raise RuntimeError("Cannot initialize nccl distributed backend: start the "
-                               "processes with `python -m streamlet.launch -n N` (or set "
-                               "MLX_RANK=0 and MLX_WORLD_SIZE=1 for a group of one).")
+                               "processes with `python -m streamlet.launch --backend nccl "
+                               "-n N` (or set MLX_RANK=0 and MLX_WORLD_SIZE=1 for a group "
+                               "of one).")
         return None
     import cupy
     local = next((int(os.environ[v]) for v in _LOCAL_RANK_VARS if v in os.environ), rank)
