@@ -18,6 +18,7 @@ import os
 from . import trees
 from .array import array, wrap
 from .graph import TRACING, Node
+from .fusion import fuse
 from .stream import resolve
 
 _enabled = [os.environ.get("MLX_DISABLE_COMPILE", "") in ("", "0", "false", "False")]
@@ -46,18 +47,24 @@ class _Step:
 
 class Tape:
     """A traced function: values 0..n_inputs-1 are the call's inputs, then the trace's
-    constants, then one value per step; `outputs` index the values."""
+    constants, then one value per step; `outputs` index the values.  `fused` is the
+    same program with elementwise runs of CPU steps made single nodes (`fusion.py`),
+    used unless a transform traces the call (its rules need the single ops)."""
 
     def __init__(self, n_inputs, constants, steps, outputs, result, n_state):
         self.n_inputs, self.constants, self.steps = n_inputs, constants, steps
         self.outputs, self.result, self.n_state = outputs, result, n_state
+        self.fused = fuse(steps, outputs, n_inputs + len(constants))
 
     def replay(self, inputs):
         values = [x._node for x in inputs]
         values.extend(self.constants)
         current = resolve(None)
         traced = TRACING.depth and any(v.tracer for v in values[:self.n_inputs])
-        for s in self.steps:
+        steps, outputs = self.steps, self.outputs
+        if not traced and self.fused is not None and current.stream.device.type.value == 0:
+            steps, outputs = self.fused
+        for s in steps:
             ins = tuple([values[r] for r in s.refs])
             n = Node(s.shape, s.dtype, s.prim, ins, s.params,
                      current if s.stream is None else s.stream)
@@ -67,7 +74,7 @@ class Tape:
                         n.tracer = True
                         break
             values.append(n)
-        return [wrap(values[i]) for i in self.outputs]
+        return [wrap(values[i]) for i in outputs]
 
 
 def _signature(tree, flat, key, shapeless):

@@ -1,0 +1,127 @@
+"""Fusion of a compiled function's elementwise runs on the CPU into single nodes.
+
+A run of elementwise steps (and the broadcasts and casts between them) becomes one
+node whose kernel calls their kernels in turn, so the scheduler sees one node where
+the trace had many; values it computes that other steps or the outputs read are its
+results.  The CUDA backend fuses elementwise work itself when it executes a batch, so
+GPU replays use the unfused program.
+"""
+from __future__ import annotations
+
+from .graph import Primitive
+from .ops.build import SELECT, make
+from .ops.rules import elementwise_vmap
+
+
+def _runs(xp, *args, program, results):
+    values = list(args)
+    for kernel, refs, params, drop in program:
+        values.append(kernel(xp, *[values[r] for r in refs], **params))
+        for r in drop:  # freed after its last read, so the allocator reuses the memory
+            values[r] = None
+    if len(results) == 1:
+        return values[results[0]]
+    return tuple(values[r] for r in results)
+
+
+_FUSED = Primitive("compiled", _runs)
+_FUSED_MULTI = make("compiled", _runs, multi=True)
+
+
+def _fusable(step):
+    from .ops.creation import _ASTYPE
+    from .ops.shape import _BROADCAST
+    p = step.prim
+    return p.vmap is elementwise_vmap or p is _BROADCAST or p is _ASTYPE
+
+
+def fuse(steps, outputs, first):
+    """`(steps, outputs)` with fused runs, or None when nothing fuses.  Step k computes
+    value `first + k`; `outputs` index values."""
+    from .compile import _Step
+    from .dot import label
+    consumers = {}
+    for k, s in enumerate(steps):
+        for r in s.refs:
+            consumers.setdefault(r, []).append(first + k)
+    group_of = {}
+    groups = []
+    for k in range(len(steps) - 1, -1, -1):  # roots first: later steps absorb producers
+        v = first + k
+        if v in group_of or not _fusable(steps[k]):
+            continue
+        members, stack, root = {v}, [v], v
+        while stack:
+            for r in steps[stack.pop() - first].refs:
+                if r < first or r in group_of or r in members or not _fusable(steps[r - first]):
+                    continue
+                if steps[r - first].stream is not steps[k].stream:
+                    continue
+                # a value read outside the run must be read after the run's last step,
+                # or that reader could feed the run (a cycle)
+                if all(c in members or c > root for c in consumers.get(r, ())):
+                    members.add(r)
+                    stack.append(r)
+        if len(members) > 1:
+            for m in members:
+                group_of[m] = len(groups)
+            groups.append(sorted(members))
+    if not groups:
+        return None
+    wanted = set(outputs)
+    new_steps, where = [], {}  # old value -> new value
+    for v in range(first):
+        where[v] = v
+    for k, s in enumerate(steps):
+        v = first + k
+        g = group_of.get(v)
+        if g is None:
+            where[v] = first + len(new_steps)
+            new_steps.append(_Step(s.prim, tuple(where[r] for r in s.refs), s.shape, s.dtype,
+                                   s.params, s.stream))
+            continue
+        members = groups[g]
+        if v != members[-1]:  # the run goes where its last step was: all it reads is ready
+            continue
+        members = groups[g]
+        inside = set(members)
+        ins = sorted({r for m in members for r in steps[m - first].refs if r not in inside})
+        local = {r: i for i, r in enumerate(ins)}
+        results = [m for m in members if m in wanted or
+                   any(c not in inside for c in consumers.get(m, ()))]
+        last = {}
+        for j, m in enumerate(members):
+            for r in steps[m - first].refs:
+                last[r] = j
+        program = []
+        for j, m in enumerate(members):
+            ms = steps[m - first]
+            drop = tuple(local[r] for r in set(ms.refs)
+                         if last[r] == j and r in inside and r not in results)
+            program.append((ms.prim.kernel, tuple(local[r] for r in ms.refs), ms.params or {},
+                            drop))
+            local[m] = len(local)
+        name = "compiled" + "".join(label(steps[m - first].prim) for m in members)
+        params = {"program": tuple(program), "results": tuple(local[m] for m in results)}
+        refs = tuple(where[r] for r in ins)
+        stream = steps[members[-1] - first].stream
+        if len(results) == 1:
+            last = steps[results[0] - first]
+            where[results[0]] = first + len(new_steps)
+            new_steps.append(_Step(_named(_FUSED, name), refs, last.shape, last.dtype, params,
+                                   stream))
+            continue
+        outs = tuple((steps[m - first].shape, steps[m - first].dtype) for m in results)
+        box = first + len(new_steps)
+        new_steps.append(_Step(_named(_FUSED_MULTI, name), refs, (), outs[0][1],
+                               dict(params, outs=outs), stream))
+        for i, m in enumerate(results):
+            where[m] = first + len(new_steps)
+            new_steps.append(_Step(SELECT, (box,), outs[i][0], outs[i][1], {"index": i},
+                                   stream))
+    return new_steps, [where[o] for o in outputs]
+
+
+def _named(prim, name):
+    """`prim` under the name that lists what it fuses (MLX's `CompiledMultiplyAdd`)."""
+    return Primitive(name[0].upper() + name[1:], prim.kernel, multi=prim.multi)
