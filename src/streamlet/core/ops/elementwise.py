@@ -90,11 +90,23 @@ def _imag(xp, a):
     return xp.imag(a) if a.dtype.kind == "c" else xp.zeros_like(a)
 
 
+def _log1p(xp, a):
+    """log1p; for complex z near 0 as log|1 + z| + i arg(1 + z) with |1 + z| from log1p
+    (NumPy's complex log1p loses a tiny z entirely; MLX keeps it)."""
+    if a.dtype.kind != "c":
+        return xp.log1p(a)
+    x, y = a.real, a.imag
+    near = 0.5 * xp.log1p(x * (2 + x) + y * y) + 1j * xp.arctan2(y, 1 + x)
+    return xp.where(xp.abs(a) < 0.5, near, xp.log1p(a)).astype(a.dtype)
+
+
 def _signed_inf(sign):
+    """isposinf/isneginf: `a == ±inf`, as MLX (a complex number only with a zero imaginary
+    part)."""
     def kernel(xp, a):
         if a.dtype.kind not in "fc":
             return xp.zeros(a.shape, bool)
-        return xp.isinf(a) & ((a > 0) if sign > 0 else (a < 0))
+        return a == a.dtype.type(sign * math.inf)
     return kernel
 
 
@@ -114,7 +126,7 @@ UNARY = {
     "exp": (lambda xp, a: xp.exp(a), dt.to_inexact, "", lambda x, y: y),
     "expm1": (lambda xp, a: xp.expm1(a), dt.to_inexact, "c", lambda x, y: y + 1),
     "log": (lambda xp, a: xp.log(a), dt.to_inexact, "", lambda x, y: reciprocal(x)),
-    "log1p": (lambda xp, a: xp.log1p(a), dt.to_inexact, "", lambda x, y: reciprocal(x + 1)),
+    "log1p": (_log1p, dt.to_inexact, "", lambda x, y: reciprocal(x + 1)),
     "log2": (lambda xp, a: xp.log2(a), dt.to_inexact, "",
               lambda x, y: reciprocal(x * math.log(2))),
     "log10": (lambda xp, a: xp.log10(a), dt.to_inexact, "",
@@ -182,9 +194,47 @@ def _logical(fn):
 
 
 def _logaddexp(xp, x, y):
+    """log(exp(x) + exp(y)) without overflow; exactly x where y is -inf (the sign of -0)."""
     if x.dtype.kind == "c":
-        return xp.log(xp.exp(x) + xp.exp(y))
-    return xp.logaddexp(x, y)
+        first = (x.real > y.real) | ((x.real == y.real) & (x.imag >= y.imag))  # MLX's max
+        hi, lo = xp.where(first, x, y), xp.where(first, y, x)
+        return hi + xp.log1p(xp.exp(lo - hi))  # MLX's branch: the larger real part's
+    out = xp.logaddexp(x, y)
+    return xp.where(y == -math.inf, x, xp.where(x == -math.inf, y, out))
+
+
+def _floor_divide(xp, x, y):
+    """MLX's floor_divide: floor(x / y) for floats (inf // 2 is inf, -5 // inf is -0),
+    the plain quotient for complex, `x and y` for bools (x / True)."""
+    if x.dtype.kind == "b":
+        return xp.logical_and(x, y)
+    if x.dtype.kind in "iu":
+        return xp.floor_divide(x, y)
+    return x / y if x.dtype.kind == "c" else xp.floor(x / y)
+
+
+def _remainder(xp, x, y):
+    """MLX's remainder: fmod, moved by y where its sign differs from y's (0 % -inf is 0,
+    NumPy's -0); `x and not y` for bools."""
+    if x.dtype.kind == "b":
+        return xp.logical_and(x, xp.logical_not(y))
+    if x.dtype.kind in "iu":
+        return xp.remainder(x, y)
+    r = xp.fmod(x, y)
+    return xp.where((r != 0) & ((r < 0) != (y < 0)), r + y, r)
+
+
+def _shift_rule(d):
+    return dt.uint8 if d.kind == "b" else d
+
+
+def _shift(fn):
+    """Shifts of bools shift their uint8 values, as MLX."""
+    def kernel(xp, x, y):
+        if x.dtype.kind == "b":
+            x, y = x.astype("uint8"), y.astype("uint8")
+        return fn(x, y)
+    return kernel
 
 
 # Partial derivatives (x, y, out) -> d out / d x (or y), for the transforms' rules.
@@ -228,8 +278,8 @@ BINARY = {
                  (lambda x, y, o: y, lambda x, y, o: x)),
     "divide": (lambda xp, x, y: xp.true_divide(x, y), dt.to_inexact, "",
                (lambda x, y, o: reciprocal(y), lambda x, y, o: -x / square(y))),  # noqa
-    "floor_divide": (lambda xp, x, y: xp.floor_divide(x, y), _same, "c", _CONSTANT),
-    "remainder": (lambda xp, x, y: xp.remainder(x, y), _same, "c",
+    "floor_divide": (_floor_divide, _same, "", _CONSTANT),
+    "remainder": (_remainder, _same, "c",
                   (_one, lambda x, y, o: -floor(x / y))),  # noqa: F821
     "power": (_power, _same, "", (_power_dx, _power_dy)),
     "minimum": (lambda xp, x, y: xp.minimum(x, y), _same, "",
@@ -250,8 +300,8 @@ BINARY = {
     "bitwise_and": (lambda xp, x, y: xp.bitwise_and(x, y), _same, "fc", _CONSTANT),
     "bitwise_or": (lambda xp, x, y: xp.bitwise_or(x, y), _same, "fc", _CONSTANT),
     "bitwise_xor": (lambda xp, x, y: xp.bitwise_xor(x, y), _same, "fc", _CONSTANT),
-    "left_shift": (lambda xp, x, y: xp.left_shift(x, y), _same, "fc", _CONSTANT),
-    "right_shift": (lambda xp, x, y: xp.right_shift(x, y), _same, "fc", _CONSTANT),
+    "left_shift": (_shift(lambda x, y: x << y), _shift_rule, "fc", _CONSTANT),
+    "right_shift": (_shift(lambda x, y: x >> y), _shift_rule, "fc", _CONSTANT),
     "logaddexp": (_logaddexp, dt.to_inexact, "",
                   (lambda x, y, o: sigmoid(x - y), lambda x, y, o: sigmoid(y - x))),  # noqa
     "logical_xor": (_logical(lambda xp, x, y: xp.logical_xor(x, y)), _bool, "", _CONSTANT),

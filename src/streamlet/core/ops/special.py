@@ -132,7 +132,7 @@ def erf_kernel(xp, a, dtype=None):
     inner = _erf_series(xp, xp.where(small, x, 0.0))
     outer = 1.0 - _erfc_fraction(xp, xp.where(small, 2.5, ax))
     out = xp.where(small, inner, xp.copysign(outer, x))
-    return out.astype(dtype)
+    return xp.where(x == 0, x, out).astype(dtype)  # erf(-0) is -0
 
 
 # MLX's CPU erf and exp (mlx/backend/cpu/simd/math.h): fast float32 approximations (erf
