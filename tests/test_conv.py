@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 import streamlet.core as mx
 from streamlet.core.array import wrap
+from conftest import requires_gpu
 
 
 
@@ -220,3 +221,25 @@ def test_conv_vmap_matches_a_loop(rng, groups):
             mx.array(W[i] if axes[1] is not None else W[0]), **kw)) for i in range(3)])
         np.testing.assert_allclose(np.moveaxis(np.array(out), ax, 0), ref, rtol=1e-5,
                                    atol=1e-5)
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_conv_on_a_gpu_stream_matches_the_cpu(rng, dtype):
+    g = mx.new_stream(mx.gpu)
+    cases = [((2, 9, 9, 8), (8, 3, 3, 1), dict(padding=1, groups=8)),
+             ((2, 9, 9, 8), (16, 3, 3, 2), dict(stride=2, groups=4)),
+             ((1, 6, 6, 64), (64, 3, 3, 32), dict(padding=(1, 0), groups=2)),
+             ((2, 7, 7, 4), (6, 3, 3, 4), dict(stride=2, padding=1, dilation=2))]
+    for xs, ws, kw in cases:
+        x = mx.array(rng.standard_normal(xs).astype(np.float32)).astype(getattr(mx, dtype))
+        w = mx.array(rng.standard_normal(ws).astype(np.float32)).astype(getattr(mx, dtype))
+        cpu = mx.conv2d(x, w, **kw, stream=mx.cpu)
+        gpu = mx.conv2d(x, w, **kw, stream=g)
+        assert gpu.dtype == cpu.dtype
+        np.testing.assert_allclose(np.array(gpu.astype(mx.float32)),
+                                   np.array(cpu.astype(mx.float32)), rtol=2e-2, atol=2e-2)
+    y = mx.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1, stream=g)
+    ref = mx.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1, stream=mx.cpu)
+    np.testing.assert_allclose(np.array(y.astype(mx.float32)), np.array(ref.astype(mx.float32)),
+                               rtol=2e-2, atol=2e-2)

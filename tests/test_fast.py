@@ -18,8 +18,11 @@ TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}
 def _host(a):
     """An mlx or streamlet array as NumPy, bfloat16 widened to float32 (exactly)."""
     if "bfloat16" in str(a.dtype):
-        import mlx.core
-        a = a.astype(mlx.core.float32 if type(a).__module__.startswith("mlx") else mx.float32)
+        if type(a).__module__.startswith("mlx"):
+            import mlx.core
+            a = a.astype(mlx.core.float32)
+        else:
+            a = a.astype(mx.float32)
     return np.array(a)
 
 
@@ -366,3 +369,21 @@ def test_fast_docstrings_run():
         for test in finder.find(module, globs={"mx": mx}):
             runner.run(test)
         assert runner.failures == 0, module.__name__
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fast_on_a_gpu_stream_matches_the_cpu(rng, dtype):
+    g = mx.new_stream(mx.gpu)
+    d = getattr(mx, dtype)
+    x = mx.array(rng.standard_normal((2, 4, 6, 16)).astype(np.float32)).astype(d)
+    w = mx.array(rng.uniform(0.5, 2, 16).astype(np.float32)).astype(d)
+    k = mx.array(rng.standard_normal((2, 2, 9, 16)).astype(np.float32)).astype(d)
+    calls = [lambda s: mx.fast.rms_norm(x, w, 1e-5, stream=s),
+             lambda s: mx.fast.layer_norm(x, w, w, 1e-5, stream=s),
+             lambda s: mx.fast.rope(x, 8, traditional=True, base=1e4, scale=1.0,
+                                    offset=mx.array([3, 7]), stream=s),
+             lambda s: mx.fast.scaled_dot_product_attention(x, k, k, scale=0.25, mask="causal",
+                                                            stream=s)]
+    for call in calls:
+        np.testing.assert_allclose(_host(call(g)), _host(call(mx.cpu)), rtol=3e-2, atol=3e-2)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import streamlet.core as mx
+from conftest import requires_gpu
 
 
 def _host(a):
@@ -232,3 +233,47 @@ def test_quantize_on_a_named_stream():
     w_q, scales, biases = mx.quantize(mx.ones((2, 64)), stream=s)
     assert w_q._node.stream.stream == s
     assert mx.dequantize(w_q, scales, biases, stream=s).tolist() == [[1.0] * 64] * 2
+
+
+@requires_gpu
+@pytest.mark.parametrize("mode", ["affine", "mxfp4", "mxfp8", "nvfp4"])
+def test_quantization_on_a_gpu_stream_matches_the_cpu(rng, mode):
+    g = mx.new_stream(mx.gpu)
+    w = mx.array(rng.standard_normal((4, 32, 128)).astype(np.float32))
+    for dtype in ("float32", "bfloat16"):
+        wd = w.astype(getattr(mx, dtype))
+        q_cpu = mx.quantize(wd, mode=mode, stream=mx.cpu)
+        q_gpu = mx.quantize(wd, mode=mode, stream=g)
+        for a, b_ in zip(q_gpu, q_cpu):
+            np.testing.assert_array_equal(_host(a), _host(b_))
+        biases = q_cpu[2] if mode == "affine" else None
+        np.testing.assert_array_equal(
+            _host(mx.dequantize(*q_cpu, mode=mode, stream=g)),
+            _host(mx.dequantize(*q_cpu, mode=mode, stream=mx.cpu)))
+        x = mx.array(rng.standard_normal((4, 5, 128)).astype(np.float32))
+        for gather in (False, True):
+            fn = mx.gather_qmm if gather else mx.quantized_matmul
+            kw = dict(rhs_indices=mx.array([0, 3, 3])) if gather else {}
+            args = (x[:3, :1] if gather else x, q_cpu[0], q_cpu[1], biases)
+            out_g = fn(*args, mode=mode, **kw, stream=g)
+            out_c = fn(*args, mode=mode, **kw, stream=mx.cpu)
+            np.testing.assert_allclose(np.array(out_g), np.array(out_c), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("bits", [3, 4, 8])
+def test_numpy_and_compiled_paths_agree(mlx, rng, monkeypatch, bits):
+    """The NumPy kernels (what CuPy runs, and the CPU without numba) give the compiled
+    kernels' bits and products."""
+    from streamlet.core.ops import quantized as q
+    w = (rng.standard_normal((16, 128)) * 2).astype(np.float32)
+    x = rng.standard_normal((2, 128)).astype(np.float32)
+    compiled = mx.quantize(mx.array(w), 32, bits)
+    ref = mx.quantized_matmul(mx.array(x), *compiled, group_size=32, bits=bits)
+    monkeypatch.setattr(q, "_numba", None)
+    plain = mx.quantize(mx.array(w), 32, bits)
+    for a, b_ in zip(plain, compiled):
+        np.testing.assert_array_equal(np.array(a), np.array(b_))
+    out = mx.quantized_matmul(mx.array(x), *plain, group_size=32, bits=bits)
+    np.testing.assert_allclose(np.array(out), np.array(ref), rtol=1e-5, atol=1e-5)
+    for a, b_ in zip(plain, mlx.quantize(mlx.array(w), 32, bits)):
+        np.testing.assert_array_equal(np.array(a), np.array(b_))

@@ -43,6 +43,7 @@ typedef unsigned char uint8_t;
 typedef unsigned short uint16_t;
 typedef unsigned int uint32_t;
 typedef unsigned long long uint64_t;
+typedef unsigned int uint;
 """
 
 _ALIGN = 256  # bytes between outputs in the shared buffer

@@ -85,9 +85,42 @@ def _unpack(xp, w, bits):
 
 # -- affine -----------------------------------------------------------------------------------
 
+_UNLOADED = object()
+_numba = _UNLOADED  # quantized_numba, loaded on first use; None without numba
+
+
+def _compiled(xp):
+    """The compiled CPU kernels, or None (no numba, or not running on NumPy)."""
+    global _numba
+    if xp is not np:
+        return None
+    if _numba is _UNLOADED:
+        try:
+            from . import quantized_numba as module
+        except ImportError:
+            module = None
+        _numba = module
+    return _numba
+
+
+def _quantize_compiled(c, w, group_size, bits):
+    """(packed words, float32 params) of `w` by the compiled kernel (the same bits)."""
+    rows = np.ascontiguousarray(w, np.float32).reshape(-1, w.shape[-1])
+    k = rows.shape[1]
+    packed = np.zeros((rows.shape[0], k * bits // 32), np.uint32)
+    scales = np.empty((rows.shape[0], k // group_size), np.float32)
+    biases = np.empty_like(scales)
+    c.quantize(rows, group_size, bits, packed, scales, biases)
+    lead = w.shape[:-1]
+    return packed.reshape(lead + (-1,)), np.stack([scales, biases], -1).reshape(
+        lead + (-1, 2))
+
 def _affine_params(xp, w, group_size, bits):
     """(..., groups, 2) float32 scale and bias per group, as MLX's CPU kernel finds them:
     the edge of larger magnitude maps exactly onto a grid point; NaNs are skipped."""
+    c = _compiled(xp)
+    if c is not None:
+        return _quantize_compiled(c, w, group_size, bits)[1]
     f32 = np.float32
     g = w.astype(f32).reshape(w.shape[:-1] + (-1, group_size))
     nan = xp.isnan(g)
@@ -106,6 +139,9 @@ def _affine_params(xp, w, group_size, bits):
 
 
 def _affine_pack(xp, w, params, group_size, bits):
+    c = _compiled(xp)
+    if c is not None:
+        return _quantize_compiled(c, w, group_size, bits)[0]
     g = w.astype(np.float32).reshape(w.shape[:-1] + (-1, group_size))
     q = xp.rint((g - params[..., 1:]) / params[..., :1])
     q = xp.clip(q, 0, (1 << bits) - 1)
@@ -472,8 +508,16 @@ def _weights(xp, w, scales, biases, gs, nb, mode, gscale=None):
     return deq.reshape(deq.shape[:-2] + (-1,))
 
 
+_FEW_ROWS = 8  # up to this many rows of x, the compiled kernel beats dequantize + BLAS
+
+
 def _qmm(xp, x, w, scales, *rest, gs, bits, mode, transpose, dtype):
     biases = rest[0] if mode == "affine" else None
+    c = _compiled(xp) if mode == "affine" and transpose and w.ndim == 2 else None
+    rows = math.prod(x.shape[:-1])
+    if c is not None and 0 < rows <= _FEW_ROWS and x.shape[-1] % gs == 0:
+        out = c.matmul(x.reshape(rows, -1).astype(np.float32), w, scales, biases, gs, bits)
+        return out.reshape(x.shape[:-1] + (w.shape[0],)).astype(dtype)
     wf = _weights(xp, w, scales, biases, gs, bits, mode)
     if transpose:
         wf = xp.swapaxes(wf, -1, -2)
