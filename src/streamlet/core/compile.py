@@ -19,6 +19,7 @@ from . import trees
 from .array import array, wrap
 from .graph import TRACING, Node
 from .fusion import fuse
+from .ops.build import SELECT
 from .stream import resolve
 
 _enabled = [os.environ.get("MLX_DISABLE_COMPILE", "") in ("", "0", "false", "False")]
@@ -51,10 +52,17 @@ class Tape:
     same program with elementwise runs of CPU steps made single nodes (`fusion.py`),
     used unless a transform traces the call (its rules need the single ops)."""
 
-    def __init__(self, n_inputs, constants, steps, outputs, result, n_state):
+    def __init__(self, n_inputs, constants, steps, outputs, result, n_state, shapeless):
         self.n_inputs, self.constants, self.steps = n_inputs, constants, steps
         self.outputs, self.result, self.n_state = outputs, result, n_state
+        self.shapeless = shapeless
         self.fused = fuse(steps, outputs, n_inputs + len(constants))
+        if shapeless:
+            for st in steps:
+                if st.prim.shape is None and st.prim is not SELECT:
+                    raise ValueError(f"[compile] The primitive {st.prim.name} cannot be "
+                                     "compiled shapeless (its output shape is not known for "
+                                     "inputs of other shapes).")
 
     def replay(self, inputs):
         values = [x._node for x in inputs]
@@ -64,9 +72,13 @@ class Tape:
         steps, outputs = self.steps, self.outputs
         if not traced and self.fused is not None and current.stream.device.type.value == 0:
             steps, outputs = self.fused
+        shapeless = self.shapeless
         for s in steps:
             ins = tuple([values[r] for r in s.refs])
-            n = Node(s.shape, s.dtype, s.prim, ins, s.params,
+            shape, params = s.shape, s.params
+            if shapeless:
+                shape, params = _new_shape(s, ins)
+            n = Node(shape, s.dtype, s.prim, ins, params,
                      current if s.stream is None else s.stream)
             if traced:
                 for i in ins:
@@ -75,6 +87,14 @@ class Tape:
                         break
             values.append(n)
         return [wrap(values[i]) for i in outputs]
+
+
+def _new_shape(step, ins):
+    """A step's shape and params for inputs of other shapes (shapeless replay)."""
+    if step.prim is SELECT:
+        box = ins[0]
+        return box.params["outs"][step.params["index"]][0], step.params
+    return step.prim.shape(step.params or {}, *[i.shape for i in ins])
 
 
 def _signature(tree, flat, key, shapeless):
@@ -187,8 +207,6 @@ class _Compiled:
         return trees.unflatten(tape.result, outs)
 
     def _trace(self, args, kwargs, flat, n_args):
-        if self.shapeless:
-            raise ValueError("[compile] shapeless compilation is not supported yet.")
         with TRACING:
             ph = [_placeholder(a) for a in flat]
             starts = [p._node for p in ph]
@@ -206,7 +224,7 @@ class _Compiled:
             nodes = [o._node for o in outs + state]
             _check_captured(nodes, flat)
             constants, steps, out_refs = _record(nodes, starts, default)
-        return Tape(len(flat), constants, steps, out_refs, result, len(state))
+        return Tape(len(flat), constants, steps, out_refs, result, len(state), self.shapeless)
 
 
 def compile(fun, inputs=None, outputs=None, shapeless=False):

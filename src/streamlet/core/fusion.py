@@ -13,7 +13,7 @@ from .ops.build import SELECT, make
 from .ops.rules import elementwise_vmap
 
 
-def _runs(xp, *args, program, results):
+def _runs(xp, *args, program, results, prims):
     values = list(args)
     for kernel, refs, params, drop in program:
         values.append(kernel(xp, *[values[r] for r in refs], **params))
@@ -24,8 +24,25 @@ def _runs(xp, *args, program, results):
     return tuple(values[r] for r in results)
 
 
-_FUSED = Primitive("compiled", _runs)
-_FUSED_MULTI = make("compiled", _runs, multi=True)
+def _run_shapes(params, *shapes):
+    """The run's result shapes, from its steps' own shape rules."""
+    shapes = list(shapes)
+    for prim, (kernel, refs, p, drop) in zip(params["prims"], params["program"]):
+        shapes.append(prim.shape(p, *[shapes[r] for r in refs])[0])
+    return [shapes[r] for r in params["results"]]
+
+
+def _single_shape(params, *shapes):
+    return _run_shapes(params, *shapes)[0], params
+
+
+def _multi_shape(params, *shapes):
+    outs = tuple((s_, d) for s_, (_, d) in zip(_run_shapes(params, *shapes), params["outs"]))
+    return (), dict(params, outs=outs)
+
+
+_FUSED = Primitive("compiled", _runs, shape=_single_shape)
+_FUSED_MULTI = make("compiled", _runs, multi=True, shape=_multi_shape)
 
 
 def _fusable(step):
@@ -102,7 +119,8 @@ def fuse(steps, outputs, first):
                             drop))
             local[m] = len(local)
         name = "compiled" + "".join(label(steps[m - first].prim) for m in members)
-        params = {"program": tuple(program), "results": tuple(local[m] for m in results)}
+        params = {"program": tuple(program), "results": tuple(local[m] for m in results),
+                  "prims": tuple(steps[m - first].prim for m in members)}
         refs = tuple(where[r] for r in ins)
         stream = steps[members[-1] - first].stream
         if len(results) == 1:
@@ -124,4 +142,5 @@ def fuse(steps, outputs, first):
 
 def _named(prim, name):
     """`prim` under the name that lists what it fuses (MLX's `CompiledMultiplyAdd`)."""
-    return Primitive(name[0].upper() + name[1:], prim.kernel, multi=prim.multi)
+    return Primitive(name[0].upper() + name[1:], prim.kernel, multi=prim.multi,
+                     shape=prim.shape)

@@ -27,13 +27,19 @@ class Primitive:
     entry per result: `vjp(cotangents, outputs, *primals, **params)` (a cotangent is
     None where no gradient reaches that result), `jvp` returns a list of tangents, and
     `vmap` returns `(outputs, out_axes)`.
+
+    `shape(params, *input_shapes)` gives `(output shape, params)` for inputs of other
+    shapes (what a `shapeless` compiled function replays with); it raises ValueError
+    when the op cannot take them.
     """
 
-    __slots__ = ("name", "kernel", "gpu", "vjp", "jvp", "vmap", "multi")
+    __slots__ = ("name", "kernel", "gpu", "vjp", "jvp", "vmap", "multi", "shape")
 
-    def __init__(self, name, kernel, gpu=None, vjp=None, jvp=None, vmap=None, multi=False):
+    def __init__(self, name, kernel, gpu=None, vjp=None, jvp=None, vmap=None, multi=False,
+                 shape=None):
         self.name, self.kernel, self.gpu = name, kernel, gpu
         self.vjp, self.jvp, self.vmap, self.multi = vjp, jvp, vmap, multi
+        self.shape = shape
 
     def __repr__(self):
         return f"Primitive({self.name})"

@@ -14,6 +14,7 @@ from __future__ import annotations
 from . import trees
 from .array import array, node, wrap
 from .graph import TRACING, Node, Primitive
+from .ops.rules import same_shape
 from .stream import build_on, resolve, restore_build
 
 
@@ -23,9 +24,10 @@ def _identity_vmap(axes, out, x, **params):
 
 # A tracer: a copy of an input the walk stops at (and an outer transform walks through).
 COPY = Primitive("copy", lambda xp, x: x, vjp=lambda c, out, x: (c,),
-                 jvp=lambda t, out, x: t[0], vmap=_identity_vmap)
+                 jvp=lambda t, out, x: t[0], vmap=_identity_vmap, shape=same_shape)
 # Gradients stop here: the backward walk never enters it; jvp gives zero.
-STOP_GRADIENT = Primitive("stop_gradient", lambda xp, x: x, vmap=_identity_vmap)
+STOP_GRADIENT = Primitive("stop_gradient", lambda xp, x: x, vmap=_identity_vmap,
+                          shape=same_shape)
 
 
 def stop_gradient(a, /, *, stream=None) -> array:
@@ -90,20 +92,22 @@ def b_shapes(*shapes):
 
 
 def fit(c, target: Node):
-    """A cotangent `c` for input `target`: summed over broadcast axes, in its dtype."""
-    from .ops import astype, broadcast_to, reshape, sum as sum_
+    """A cotangent `c` for input `target`: summed over the axes it was broadcast along
+    (no shape written down, so a shapeless compiled backward follows new shapes), in
+    `target`'s dtype."""
+    from .ops import astype, broadcast_to, expand_dims, sum as sum_
     if c._shape != target.shape:
         if len(c._shape) < len(target.shape):  # a value broadcast with leading ones
-            c = reshape(c, (1,) * (len(target.shape) - len(c._shape)) + c._shape)
+            c = expand_dims(c, tuple(range(len(target.shape) - len(c._shape))))
             if c._shape != target.shape:
                 c = broadcast_to(c, b_shapes(c._shape, target.shape))
         lead = len(c._shape) - len(target.shape)
-        axes = tuple(range(lead)) + tuple(
-            lead + i for i, n in enumerate(target.shape) if n == 1 and c._shape[lead + i] != 1)
-        if axes:
-            c = sum_(c, axis=axes, keepdims=True)
-        if c._shape != target.shape:
-            c = reshape(c, target.shape)
+        ones = tuple(lead + i for i, n in enumerate(target.shape)
+                     if n == 1 and c._shape[lead + i] != 1)
+        if ones:
+            c = sum_(c, axis=ones, keepdims=True)
+        if lead:
+            c = sum_(c, axis=tuple(range(lead)))
     if c._dtype is not target.dtype:
         c = astype(c, target.dtype)
     return c

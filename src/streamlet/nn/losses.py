@@ -4,7 +4,6 @@ from typing import Literal, Optional, get_args
 
 import streamlet.core as mx
 
-from ._transforms import stop_gradient
 
 Reduction = Literal["none", "mean", "sum"]
 
@@ -64,7 +63,7 @@ def cross_entropy(logits, targets, weights: Optional[mx.array] = None, axis: int
             and mx.issubdtype(targets.dtype, mx.integer)):
         loss = fast(logits, targets).astype(logits.dtype)
     else:
-        logits = logits - stop_gradient(mx.max(logits, axis=axis, keepdims=True))
+        logits = logits - mx.stop_gradient(mx.max(logits, axis=axis, keepdims=True))
         if as_probs:
             score = mx.sum(logits * targets, axis=axis)
         else:

@@ -32,8 +32,8 @@ def _tile_vmap(axes, out, x, reps):
     x = to_front(x, axes[0])
     lack = len(reps) - (x.ndim - 1)
     if lack > 0:
-        from .shape import reshape
-        x = reshape(x, x._shape[:1] + (1,) * lack + x._shape[1:])
+        from .shape import expand_dims
+        x = expand_dims(x, tuple(range(1, lack + 1)))
     return tile(x, (1,) + reps), 0
 
 

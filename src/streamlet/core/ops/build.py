@@ -162,7 +162,8 @@ def normalize_axes(axis, ndim: int, op: str) -> tuple:
 
 
 def make(name: str, kernel, gpu=None, multi=False, **rules) -> Primitive:
-    """A primitive; `rules` are its transform rules (`vjp`, `jvp`, `vmap`: see Primitive).
+    """A primitive; `rules` are its transform rules (`vjp`, `jvp`, `vmap`) and its `shape`
+    rule (see Primitive).
 
     A `multi` kernel returns a tuple of results (see `multi`).
     """

@@ -6,6 +6,7 @@ import math
 import operator
 
 from . import build as b
+from . import rules
 from . import dims
 from .build import dt
 
@@ -40,7 +41,8 @@ _EYE = b.make("eye", lambda xp, n, m, k, dtype: xp.eye(n, m, k, dtype=dtype))
 _ASTYPE = b.make("astype", lambda xp, a, dtype: a.astype(dtype),
                  vjp=lambda c, out, x, dtype: (c,),  # the transform casts it back to x's
                  jvp=lambda t, out, x, dtype: t[0].astype(out._dtype),
-                 vmap=lambda axes, out, x, dtype: (astype(x, out._dtype), axes[0]))
+                 vmap=lambda axes, out, x, dtype: (astype(x, out._dtype), axes[0]),
+                 shape=rules.same_shape)
 
 
 def _dtype(dtype, default):
@@ -71,22 +73,33 @@ def ones(shape, dtype=dt.float32, *, stream=None):
     return full(shape, 1, dt.as_dtype(dtype), stream=stream)
 
 
+# `a` is an input (its value unread) so that a shapeless compiled function follows its shape
+_FULL_LIKE = b.make("full_like", lambda xp, a, value, dtype: xp.full(a.shape, value, dtype),
+                    vjp=lambda c, out, a, **p: (None,),
+                    jvp=lambda t, out, a, **p: rules.zero_tangent(t, out),
+                    vmap=lambda axes, out, a, **p: (full_like(a, p["value"], out._dtype),
+                                                    axes[0]),
+                    shape=rules.same_shape)
+
+
 def zeros_like(a, /, dtype=None, *, stream=None):
     """Zeros with the shape (and dtype, unless given) of `a`."""
-    a = b.as_array(a, "zeros_like")
-    return full(a._shape, 0, dtype or a._dtype, stream=stream)
+    return full_like(a, 0, dtype, stream=stream)
 
 
 def ones_like(a, /, dtype=None, *, stream=None):
     """Ones with the shape (and dtype, unless given) of `a`."""
-    a = b.as_array(a, "ones_like")
-    return full(a._shape, 1, dtype or a._dtype, stream=stream)
+    return full_like(a, 1, dtype, stream=stream)
 
 
 def full_like(a, /, fill_value, dtype=None, *, stream=None):
     """`fill_value` with the shape (and dtype, unless given) of `a`."""
     a = b.as_array(a, "full_like")
-    return full(a._shape, fill_value, dtype or a._dtype, stream=stream)
+    d = dt.as_dtype(dtype) if dtype is not None else a._dtype
+    if isinstance(fill_value, b.array) or not b.is_scalar(fill_value):
+        return full(a._shape, fill_value, d, stream=stream)
+    return b.node(_FULL_LIKE, (a,), a._shape, d, {"value": fill_value, "dtype": d.np},
+                  b.resolve(stream))
 
 
 def _range_dtype(value):
@@ -217,12 +230,17 @@ def _cast(a, dtype, *, stream=None):
 
 
 def asarray(a, dtype=None, *, copy=None):
-    """`a` as an array: an array of the right dtype is returned as is unless `copy` is True."""
-    if isinstance(a, b.array):
-        if dtype is not None:
-            a = astype(a, dtype)
-        return b.array(a) if copy else b.alias(a)
-    return b.array(a, dtype)
+    """`a` as an array, as MLX 0.32.4: an array is cast to `dtype` (copied if `copy`),
+    anything else is converted as `mx.array` converts it.  `copy=False` raises
+    ValueError wherever a copy is needed, which on the CPU is everywhere (MLX's CPU build
+    adopts no buffer either).
+
+    >>> x = mx.array([1, 2]); mx.asarray(x).tolist(), mx.asarray([1.5], mx.int32).tolist()
+    ([1, 2], [1])
+    """
+    from ..array import to_array
+    from ..convert import create
+    return to_array(create(a, dtype, copy))
 
 
 empty, empty_like = zeros, zeros_like

@@ -346,7 +346,7 @@ def round(a, /, decimals=0, *, stream=None):
                   b.resolve(stream))
 
 
-_ROUND = b.make("round", _round, vmap=rules.elementwise_vmap,
+_ROUND = b.make("round", _round, vmap=rules.elementwise_vmap, shape=rules.broadcast_shape,
                 **rules.from_derivative(rules.ZERO))
 
 
@@ -364,7 +364,8 @@ def _where_jvp(t, out, cond, x, y, dtype):
     return where(cond, 0 if t[1] is None else t[1], 0 if t[2] is None else t[2])
 
 
-_WHERE = b.make("where", _where, vjp=_where_vjp, jvp=_where_jvp, vmap=rules.elementwise_vmap)
+_WHERE = b.make("where", _where, vjp=_where_vjp, jvp=_where_jvp, vmap=rules.elementwise_vmap,
+                shape=rules.broadcast_shape)
 
 
 def where(condition, x, y, /, *, stream=None):
@@ -399,7 +400,8 @@ def isclose(a, b_, /, rtol=1e-5, atol=1e-8, *, equal_nan=False, stream=None):
 
 _ISCLOSE = b.make("isclose", lambda xp, x, y, rtol, atol, equal_nan:
                   xp.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan),
-                  vmap=rules.elementwise_vmap, **rules.from_partials(*_CONSTANT))
+                  vmap=rules.elementwise_vmap, shape=rules.broadcast_shape,
+                  **rules.from_partials(*_CONSTANT))
 
 
 def allclose(a, b_, /, rtol=1e-5, atol=1e-8, *, equal_nan=False, stream=None):
@@ -448,6 +450,7 @@ def _nan_to_num(xp, a, nan, posinf, neginf):
 
 
 _NAN_TO_NUM = b.make("nan_to_num", _nan_to_num, vmap=rules.elementwise_vmap,
+                     shape=rules.broadcast_shape,
                      **rules.from_derivative(lambda x, y: isfinite(x).astype(x._dtype)))  # noqa
 
 

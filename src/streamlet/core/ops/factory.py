@@ -35,7 +35,8 @@ def unary(name, fn, rule, refused, deriv):
     float32); other rules describe the output alone (abs of complex, predicates).
     `deriv(x, out)` is the derivative the transform rules use (`rules.from_derivative`).
     """
-    transforms = dict(rules.from_derivative(deriv), vmap=rules.elementwise_vmap)
+    transforms = dict(rules.from_derivative(deriv), vmap=rules.elementwise_vmap,
+                      shape=rules.broadcast_shape)
     direct = b.make(name, fn, **transforms)
     casting = b.make(name, _cast_unary(fn), **transforms)
     as_array, node, resolve = b.as_array, b.node, b.resolve
@@ -57,7 +58,8 @@ def unary(name, fn, rule, refused, deriv):
 def binary(name, fn, rule, refused, partials):
     """`op(a, b, stream=None)` computing `fn(xp, x, y)` on inputs of their common dtype;
     `partials` are its two partial derivatives (`rules.from_partials`)."""
-    transforms = dict(rules.from_partials(*partials), vmap=rules.elementwise_vmap)
+    transforms = dict(rules.from_partials(*partials), vmap=rules.elementwise_vmap,
+                      shape=rules.broadcast_shape)
     direct = b.make(name, fn, **transforms)
     casting = b.make(name, _cast_binary(fn), **transforms)
     promote_pair, broadcast, node, resolve = b.promote_pair, b.broadcast_shapes, b.node, b.resolve

@@ -55,7 +55,24 @@ def _getitem_vmap(axes, out, x, *arrays, index):
     return getitem(x, (_pyslice(None),) + index), 0
 
 
-_GETITEM = b.make("getitem", _gather, vjp=_getitem_vjp,
+def _gather_shape(params, shape, *index_shapes):
+    probe = fill_index(params["index"], [np.zeros(s_, np.intp) for s_ in index_shapes])
+    return _dummy(shape)[probe].shape, params
+
+
+def _take_shape(params, shape, index_shape):
+    ax = params["axis"]
+    return shape[:ax] + index_shape + shape[ax + 1:], params
+
+
+def _take_along_shape(params, shape, index_shape):
+    ax = params["axis"]
+    other = shape[:ax] + (index_shape[ax],) + shape[ax + 1:]
+    out = b.broadcast_shapes(other, index_shape, op="take_along_axis")
+    return out, dict(params, shape=out)
+
+
+_GETITEM = b.make("getitem", _gather, vjp=_getitem_vjp, shape=_gather_shape,
                   jvp=lambda t, out, x, *arrays, index: getitem(t[0], fill_index(index, arrays)),
                   vmap=_getitem_vmap)
 
@@ -130,7 +147,7 @@ def _take_vmap(axes, out, x, indices, axis):
     return take(to_front(x, axes[0]), indices, axis + 1), 0
 
 
-_TAKE = b.make("take", _take,
+_TAKE = b.make("take", _take, shape=_take_shape,
                vjp=lambda c, out, x, i, axis: (
                    lambda: _scatter_add(c, x, (_pyslice(None),) * axis + (i,)),
                    no_index_grad("gather")),
@@ -199,6 +216,7 @@ def _take_along_vmap(axes, out, x, indices, axis, shape):
 
 
 _TAKE_ALONG = b.make("take_along_axis", _take_along, vjp=_take_along_vjp,
+                     shape=_take_along_shape,
                      jvp=lambda t, out, x, i, axis, shape: take_along_axis(t[0], i, axis),
                      vmap=_take_along_vmap)
 

@@ -61,17 +61,17 @@ def _adjoint(m):
 
 
 def _matmul_vjp(c, out, x, y, dtype):
-    from .shape import reshape
+    from .shape import squeeze
     xm, ym = _matrices(x, y)
     cm = _as_product(c, x, y)
 
     def dx():
         g = matmul(cm, _adjoint(ym))
-        return reshape(g, g._shape[:-2] + (g._shape[-1],)) if x.ndim == 1 else g
+        return squeeze(g, -2) if x.ndim == 1 else g
 
     def dy():
         g = matmul(_adjoint(xm), cm)
-        return reshape(g, g._shape[:-1]) if y.ndim == 1 else g
+        return squeeze(g, -1) if y.ndim == 1 else g
     return dx, dy
 
 
@@ -85,29 +85,36 @@ def _matmul_jvp(t, out, x, y, dtype):
 def _matmul_vmap(axes, out, x, y, dtype):
     """Both as stacks of matrices with the batch axis first and ones up to the common
     number of batch axes; the dimensions added for 1-D inputs are taken off again."""
-    from .rules import batch_size, to_front
-    from .shape import reshape, squeeze
-    size = batch_size((x, y), axes)
+    from .rules import to_front
+    from .shape import expand_dims, squeeze
     ranks = [v.ndim - (ax is not None) for v, ax in zip((x, y), axes)]
     mats = []
     for v, ax, r, where in zip((x, y), axes, ranks, (-2, -1)):
         if ax is not None:
             v = to_front(v, ax)
-        if r == 1:
-            v = reshape(v, v._shape[:-1] + (1, v._shape[-1]) if where == -2 else
-                        v._shape + (1,))
-        mats.append(v)
+        mats.append(expand_dims(v, where) if r == 1 else v)
     depth = max(max(r, 2) - 2 for r in ranks)
     for i, (v, ax) in enumerate(zip(mats, axes)):
         lack = depth - (v.ndim - 1 - 2)
         if ax is not None and lack > 0:
-            mats[i] = reshape(v, (size,) + (1,) * lack + v._shape[1:])
+            mats[i] = expand_dims(v, tuple(range(1, lack + 1)))
     res = matmul(*mats)
     drop = tuple(a for a, r in zip((-2, -1), ranks) if r == 1)
     return (squeeze(res, drop) if drop else res), 0
 
 
-_MATMUL = bl.make("matmul", _matmul, vjp=_matmul_vjp, jvp=_matmul_jvp, vmap=_matmul_vmap)
+def _matmul_shape(params, xs, ys):
+    x2 = (1,) + xs if len(xs) == 1 else xs
+    y2 = ys + (1,) if len(ys) == 1 else ys
+    if x2[-1] != y2[-2]:
+        raise ValueError(f"[matmul] Last dimension of first input with shape {xs} must match "
+                         f"second to last dimension of second input with shape {ys}.")
+    batch = bl.broadcast_shapes(x2[:-2], y2[:-2], op="matmul")
+    return batch + (x2[-2],) * (len(xs) > 1) + (y2[-1],) * (len(ys) > 1), params
+
+
+_MATMUL = bl.make("matmul", _matmul, vjp=_matmul_vjp, jvp=_matmul_jvp, vmap=_matmul_vmap,
+                  shape=_matmul_shape)
 
 
 def _check_inexact(op, da, db, d):

@@ -6,7 +6,7 @@ import builtins
 
 from . import build as b
 from .build import dt
-from .rules import along_axes, rebuild, to_front
+from .rules import along_axes, rebuild, same_shape, to_front
 
 
 def _sum_dtype(d):
@@ -70,10 +70,10 @@ def _var(xp, a, axis, keepdims, ddof, root):
 # -- transform rules: the cotangent of the reduced result spread back over the input ------
 def _spread(c, x, axis, keepdims):
     """`c` (shaped like the reduction's result) broadcast back to the input `x`'s shape."""
-    from .shape import broadcast_to, reshape
-    if not keepdims:
-        c = reshape(c, _out_shape(x._shape, axis, True))
-    return broadcast_to(c, x._shape)
+    from .shape import broadcast_like, expand_dims
+    if not keepdims and axis:
+        c = expand_dims(c, axis)
+    return broadcast_like(c, x)
 
 
 def _sum_vjp(c, out, x, axis, keepdims, dtype):
@@ -177,8 +177,17 @@ def _prepare(a, axis, op, empty_ok):
     return a, axes
 
 
+def _reduced_shape(params, shape):
+    axis = params["axis"]
+    if axis is None:  # argmax/argmin of the flattened array
+        return ((1,) * len(shape) if params["keepdims"] else ()), params
+    axes = (axis,) if isinstance(axis, int) else axis
+    return _out_shape(shape, axes, params["keepdims"]), params
+
+
 def _make(name, fn, rule, empty_ok, vjp, jvp):
-    prim = b.make(name, _kernel(fn), vjp=vjp, jvp=jvp, vmap=along_axes("axis"))
+    prim = b.make(name, _kernel(fn), vjp=vjp, jvp=jvp, vmap=along_axes("axis"),
+                  shape=_reduced_shape)
 
     def op(a, /, axis=None, keepdims=False, *, stream=None):
         st = b.resolve(stream)
@@ -210,7 +219,7 @@ def _var_vjp(c, out, x, axis, keepdims, dtype, ddof, root):
 
 _VAR = b.make("var", _kernel(lambda xp, a, axis, keepdims, dtype, ddof, root:
                              _var(xp, a, axis, keepdims, ddof, root)),
-              vjp=_var_vjp, vmap=along_axes("axis"))
+              vjp=_var_vjp, vmap=along_axes("axis"), shape=_reduced_shape)
 
 
 def _variance(a, axis, keepdims, ddof, stream, root):
@@ -254,7 +263,7 @@ def _arg(fn):
 
 
 def _make_arg(name, kernel):
-    prim = b.make(name, kernel, vjp=_no_vjp, jvp=_no_jvp, vmap=_arg_vmap)
+    prim = b.make(name, kernel, vjp=_no_vjp, jvp=_no_jvp, vmap=_arg_vmap, shape=_reduced_shape)
 
     def op(a, /, axis=None, keepdims=False, *, stream=None):
         st = b.resolve(stream)
@@ -296,7 +305,7 @@ def _softmax_jvp(t, out, x, axis, dtype, precise):
 
 
 _SOFTMAX = b.make("softmax", _softmax, vjp=_softmax_vjp, jvp=_softmax_jvp,
-                  vmap=along_axes("axis"))
+                  vmap=along_axes("axis"), shape=same_shape)
 
 
 def softmax(a, /, axis=None, *, precise=False, stream=None):

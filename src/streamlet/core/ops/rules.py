@@ -24,14 +24,15 @@ def _conj(x):
 
 
 def times(c, d):
-    """`c * d`, without an op when `d` is the Python number 1 or -1."""
+    """`d * c` (MLX's order, which complex products round by), without an op when `d` is
+    the Python number 1 or -1."""
     from .elementwise import multiply, negative
     if type(d) in (int, float):
         if d == 1:
             return c
         if d == -1:
             return negative(c)
-    return multiply(c, d)
+    return multiply(d, c) if isinstance(d, b.array) else multiply(c, d)
 
 
 def no_index_grad(op):
@@ -48,6 +49,18 @@ def zero_tangent(t, out):
     from .creation import zeros
     dtype = next(x._dtype for x in t if x is not None)
     return zeros(out._shape, dtype)
+
+
+# -- shape rules (shapeless compile) --------------------------------------------------------
+
+def broadcast_shape(params, *shapes):
+    """Elementwise ops: the inputs' shapes broadcast."""
+    return b.broadcast_shapes(*shapes), params
+
+
+def same_shape(params, shape, *others):
+    """Ops whose result has their first input's shape."""
+    return shape, params
 
 
 # -- batching (vmap) ------------------------------------------------------------------------
@@ -74,7 +87,7 @@ def batch_size(inputs, axes):
 def elementwise_vmap(axes, out, /, *inputs, **params):
     """Elementwise ops broadcast: batched inputs get their batch axis first and ones for
     the dimensions they lack, unbatched ones broadcast as they are."""
-    from .shape import reshape
+    from .shape import expand_dims
     rank = len(out._shape)
     size = batch_size(inputs, axes)
     moved = []
@@ -83,7 +96,7 @@ def elementwise_vmap(axes, out, /, *inputs, **params):
             x = to_front(x, ax)
             lack = rank - (x.ndim - 1)
             if lack > 0:
-                x = reshape(x, (size,) + (1,) * lack + x._shape[1:])
+                x = expand_dims(x, tuple(range(1, lack + 1)))
         moved.append(x)
     return rebuild(out, moved, (size,) + out._shape, params), 0
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from . import build as b
 from .build import dt
-from .rules import along_axes, via
+from .rules import along_axes, same_shape, via
 
 
 def _sum_dtype(d):
@@ -142,7 +142,8 @@ _SCAN_RULES = {
 
 
 def _make_scan(name, fn, rule, identity):
-    prim = b.make(name, _scan_kernel(fn, identity), vmap=along_axes("axis"), **_SCAN_RULES[name])
+    prim = b.make(name, _scan_kernel(fn, identity), vmap=along_axes("axis"), shape=same_shape,
+                  **_SCAN_RULES[name])
     takes_dtype = name in ("cumsum", "cumprod")
 
     def op(a, /, axis=None, *, reverse=False, inclusive=True, dtype=None, stream=None):

@@ -10,6 +10,58 @@ from . import build as b
 from . import dims
 from .rules import batch_size, to_front
 
+def _expand_shape(params, shape):
+    out = list(shape)
+    for ax in params["axis"]:
+        out.insert(ax, 1)
+    return tuple(out), params
+
+
+def _squeeze_shape(params, shape):
+    axes = params["axis"]
+    for ax in axes:
+        if shape[ax] != 1:
+            raise ValueError(f"[squeeze] Cannot squeeze axis {ax} with size {shape[ax]} which "
+                             "is not equal to 1.")
+    return tuple(n for i, n in enumerate(shape) if i not in axes), params
+
+
+def _batched_axes(axes):
+    return tuple(a + 1 for a in axes)
+
+
+_EXPAND = b.make("expand_dims", lambda xp, a, axis: xp.expand_dims(a, axis),
+                 vjp=lambda c, out, x, axis: (squeeze(c, axis),),
+                 jvp=lambda t, out, x, axis: expand_dims(t[0], axis),
+                 vmap=lambda ax, out, x, axis: (
+                     expand_dims(to_front(x, ax[0]), _batched_axes(axis)), 0),
+                 shape=_expand_shape)
+_SQUEEZE = b.make("squeeze", lambda xp, a, axis: xp.squeeze(a, axis),
+                  vjp=lambda c, out, x, axis: (expand_dims(c, axis),),
+                  jvp=lambda t, out, x, axis: squeeze(t[0], axis),
+                  vmap=lambda ax, out, x, axis: (
+                      squeeze(to_front(x, ax[0]), _batched_axes(axis)), 0),
+                  shape=_squeeze_shape)
+# `a` broadcast to the shape of `like` (read for its shape only), so that a shapeless
+# compiled function follows `like`'s shape: the transforms spread cotangents with it
+_BROADCAST_LIKE = b.make("broadcast_like", lambda xp, a, like: xp.broadcast_to(a, like.shape),
+                         vjp=lambda c, out, a, like: (c, None),
+                         jvp=lambda t, out, a, like: broadcast_like(t[0], like),
+                         shape=lambda params, s_, like: (like, params))
+
+
+def broadcast_like(a, like, *, stream=None):
+    """`a` broadcast to `like`'s shape (an op of the transforms' rules)."""
+    from ..transforms import stop_gradient
+    if b.broadcast_shapes(a._shape, like._shape, op="broadcast_like") != like._shape:
+        raise ValueError(f"[broadcast_like] Cannot broadcast array of shape {a._shape} to "
+                         f"shape {like._shape}.")
+    if a._shape == like._shape:
+        return a
+    return b.node(_BROADCAST_LIKE, (a, stop_gradient(like)), like._shape, a._dtype,
+                  b.NO_PARAMS, b.resolve(stream))
+
+
 def _reshape_vmap(axes, out, x, shape):
     x = to_front(x, axes[0])
     return reshape(x, x._shape[:1] + shape), 0
@@ -23,7 +75,7 @@ def _transpose_vmap(axes, out, x, axes_):
 def _broadcast_vmap(axes, out, x, shape):
     x = to_front(x, axes[0])
     lack = len(shape) - (x.ndim - 1)
-    x = reshape(x, x._shape[:1] + (1,) * lack + x._shape[1:]) if lack else x
+    x = expand_dims(x, tuple(range(1, lack + 1))) if lack else x
     return broadcast_to(x, x._shape[:1] + shape), 0
 
 
@@ -57,22 +109,51 @@ def _slice_vjp(c, out, x, index):
     return (setitem(zeros(x._shape, c._dtype), index, c),)
 
 
-_RESHAPE = b.make("reshape", lambda xp, a, shape: xp.reshape(a, shape),
+def _reshape_shape(params, shape):
+    """The asked shape, its -1 inferred from the new input's size (MLX's Reshape)."""
+    return _infer(params["shape"], math.prod(shape)), params
+
+
+def _transpose_shape(params, shape):
+    return tuple(shape[i] for i in params["axes"]), params
+
+
+def _broadcast_shape(params, shape):
+    target = params["shape"]
+    if b.broadcast_shapes(shape, target, op="broadcast_to") != target:
+        raise ValueError(f"[broadcast_to] Cannot broadcast array of shape {shape} to shape "
+                         f"{target}.")
+    return target, params
+
+
+def _concat_shape(params, *shapes):
+    ax = params["axis"]
+    return shapes[0][:ax] + (sum(s_[ax] for s_ in shapes),) + shapes[0][ax + 1:], params
+
+
+def _slice_shape(params, shape):
+    from .indexing import _dummy
+    return _dummy(shape)[params["index"]].shape, params
+
+
+_RESHAPE = b.make("reshape", lambda xp, a, shape: xp.reshape(a, shape), shape=_reshape_shape,
                   vjp=lambda c, out, x, shape: (reshape(c, x._shape),),
                   jvp=lambda t, out, x, shape: reshape(t[0], shape), vmap=_reshape_vmap)
 _TRANSPOSE = b.make("transpose", lambda xp, a, axes: xp.transpose(a, axes),
+                    shape=_transpose_shape,
                     vjp=lambda c, out, x, axes: (transpose(c, tuple(np.argsort(axes))),),
                     jvp=lambda t, out, x, axes: transpose(t[0], axes),
                     vmap=lambda ax, out, x, axes: _transpose_vmap(ax, out, x, axes))
 # the transform sums a cotangent over the broadcast axes (transforms.fit)
 _BROADCAST = b.make("broadcast_to", lambda xp, a, shape: xp.broadcast_to(a, shape),
+                    shape=_broadcast_shape,
                     vjp=lambda c, out, x, shape: (c,),
                     jvp=lambda t, out, x, shape: broadcast_to(t[0], shape),
                     vmap=_broadcast_vmap)
 _CONCAT = b.make("concatenate", lambda xp, *arrays, axis, dtype:
                  xp.concatenate([b.cast(a, dtype) for a in arrays], axis=axis),
-                 vjp=_concat_vjp, jvp=_concat_jvp, vmap=_concat_vmap)
-_SLICE = b.make("slice", lambda xp, a, index: a[index], vjp=_slice_vjp,
+                 vjp=_concat_vjp, jvp=_concat_jvp, vmap=_concat_vmap, shape=_concat_shape)
+_SLICE = b.make("slice", lambda xp, a, index: a[index], vjp=_slice_vjp, shape=_slice_shape,
                 jvp=lambda t, out, x, index: t[0][index],
                 vmap=lambda ax, out, x, index: (to_front(x, ax[0])[(slice(None),) + index], 0))
 
@@ -82,22 +163,27 @@ def reshape(a, /, shape, *, stream=None):
     a = b.as_array(a, "reshape")
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
-    shape = tuple(dims.dim(operator.index(n), "reshape") for n in shape)
-    if shape.count(-1) > 1 or any(n < -1 for n in shape):
-        raise ValueError(f"[reshape] Invalid shape {shape}: at most one -1 and no other "
+    spec = tuple(dims.dim(operator.index(n), "reshape") for n in shape)
+    if spec.count(-1) > 1 or any(n < -1 for n in spec):
+        raise ValueError(f"[reshape] Invalid shape {spec}: at most one -1 and no other "
                          "negative sizes.")
-    size = a.size
-    if -1 in shape:
-        rest = math.prod(n for n in shape if n != -1)
-        if rest == 0 or size % rest:
-            raise ValueError(f"[reshape] Cannot infer the shape of an array of size {size} "
-                             f"into shape {shape}.")
-        shape = tuple(size // rest if n == -1 else n for n in shape)
-    if math.prod(shape) != size:
-        raise ValueError(f"[reshape] Cannot reshape array of size {size} into shape {shape}.")
+    shape = _infer(spec, a.size)
     if shape == a._shape:
         return b.alias(a, b.resolve(stream))
-    return b.node(_RESHAPE, (a,), shape, a._dtype, {"shape": shape}, b.resolve(stream))
+    return b.node(_RESHAPE, (a,), shape, a._dtype, {"shape": spec}, b.resolve(stream))
+
+
+def _infer(spec, size):
+    """`spec` with its -1 (if any) made the size that gives `size` elements."""
+    if -1 in spec:
+        rest = math.prod(n for n in spec if n != -1)
+        if rest == 0 or size % rest:
+            raise ValueError(f"[reshape] Cannot infer the shape of an array of size {size} "
+                             f"into shape {spec}.")
+        spec = tuple(size // rest if n == -1 else n for n in spec)
+    if math.prod(spec) != size:
+        raise ValueError(f"[reshape] Cannot reshape array of size {size} into shape {spec}.")
+    return spec
 
 
 def flatten(a, /, start_axis=0, end_axis=-1, *, stream=None):
@@ -144,11 +230,11 @@ def expand_dims(a, /, axis, *, stream=None):
     """Insert size-1 axes at the positions `axis` names in the result."""
     a = b.as_array(a, "expand_dims")
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out_ndim = a.ndim + len(axes)
-    axes = b.normalize_axes(axes, out_ndim, "expand_dims")
-    shape = iter(a._shape)
-    return reshape(a, tuple(1 if i in axes else next(shape) for i in range(out_ndim)),
-                   stream=stream)
+    axes = b.normalize_axes(axes, a.ndim + len(axes), "expand_dims")
+    if not axes:
+        return b.alias(a)
+    shape, _ = _expand_shape({"axis": axes}, a._shape)
+    return b.node(_EXPAND, (a,), shape, a._dtype, {"axis": axes}, b.resolve(stream))
 
 
 def squeeze(a, /, axis=None, *, stream=None):
@@ -158,11 +244,10 @@ def squeeze(a, /, axis=None, *, stream=None):
         axes = tuple(i for i, n in enumerate(a._shape) if n == 1)
     else:
         axes = b.normalize_axes(axis, a.ndim, "squeeze")
-        for ax in axes:
-            if a._shape[ax] != 1:
-                raise ValueError(f"[squeeze] Cannot squeeze axis {ax} with size "
-                                 f"{a._shape[ax]} which is not equal to 1.")
-    return reshape(a, tuple(n for i, n in enumerate(a._shape) if i not in axes), stream=stream)
+    shape, _ = _squeeze_shape({"axis": axes}, a._shape)
+    if not axes:
+        return b.alias(a)
+    return b.node(_SQUEEZE, (a,), shape, a._dtype, {"axis": axes}, b.resolve(stream))
 
 
 def broadcast_to(a, /, shape, *, stream=None):

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import build as b
 from .build import dt
-from .rules import along_axes, via
+from .rules import along_axes, same_shape, via
 
 
 def _along(a, axis, op, stream):
@@ -36,11 +36,11 @@ def _permuted_vjp(order):
         from ..transforms import stop_gradient
         from .indexing import take_along_axis
         return take_along_axis(t[0], stop_gradient(order(x, **params)), params["axis"])
-    return {"vjp": vjp, "jvp": jvp, "vmap": along_axes("axis")}
+    return {"vjp": vjp, "jvp": jvp, "vmap": along_axes("axis"), "shape": same_shape}
 
 
 _INDICES = {"vjp": lambda c, out, x, **p: (None,), "jvp": lambda t, out, x, **p: None,
-            "vmap": along_axes("axis")}
+            "vmap": along_axes("axis"), "shape": same_shape}
 _SORT = b.make("sort", lambda xp, a, axis: xp.sort(a, axis),
                **_permuted_vjp(lambda x, axis: argsort(x, axis)))
 # stable, so that ties come out in input order as MLX's do

@@ -11,6 +11,7 @@ import builtins
 import numpy as np
 
 from . import build as b
+from . import rules
 from .indexing import _int_indices, along_axis_shape, fill_index, parse_index
 
 _pyslice = builtins.slice
@@ -75,7 +76,8 @@ def _scatter_jvp(t, out, a, value, *arrays, index, mode):
     return scatter(ta, fill_index(index, arrays), tv, mode)
 
 
-_SCATTER = b.make("scatter", _scatter, vjp=_scatter_vjp, jvp=_scatter_jvp)
+_SCATTER = b.make("scatter", _scatter, vjp=_scatter_vjp, jvp=_scatter_jvp,
+                  shape=rules.same_shape)
 
 
 def scatter(a, index, value, mode, *, stream=None):
@@ -160,7 +162,7 @@ def _masked_scatter_jvp(t, out, a, mask, value):
 
 
 _MASKED_SCATTER = b.make("masked_scatter", _masked_scatter, vjp=_masked_scatter_vjp,
-                         jvp=_masked_scatter_jvp)
+                         jvp=_masked_scatter_jvp, shape=rules.same_shape)
 
 
 def masked_scatter(a, mask, value, *, stream=None):
@@ -223,58 +225,65 @@ def assign(a, index, value):
     a._rebind(setitem(a, index, value))
 
 
-class _AtIndexer:
-    """`a.at[index]`: the updates `add`, `subtract`, `multiply`, `divide`, `minimum`,
-    `maximum` that accumulate over repeated indices (NumPy's `ufunc.at`)."""
+class ArrayAt:
+    """What `a.at` is: `a.at[index].add(v)` and `subtract`, `multiply`, `divide`,
+    `minimum`, `maximum` return `a` updated at `index`, repeated indices accumulating
+    (NumPy's `ufunc.at`), as MLX's `ArrayAt`.
 
-    __slots__ = ("_a", "_index")
+    >>> mx.array([0, 0]).at[mx.array([1, 1])].add(5).tolist()
+    [0, 10]
+    """
 
-    def __init__(self, a, index):
-        self._a, self._index = a, index
+    __slots__ = ("_a", "_index", "_indexed")
 
-    def _apply(self, value, mode, stream=None):
+    def __init__(self, a):
+        self._a, self._index, self._indexed = a, None, False
+
+    def __getitem__(self, index):
+        """Pick the elements to update (MLX's `ArrayAt` is its own result here)."""
+        self._index, self._indexed = index, True
+        return self
+
+    def _check(self, value):
+        if not self._indexed:
+            raise ValueError("Must give indices to array.at (e.g. `x.at[0].add(4)`).")
+        if isinstance(value, (list, tuple, str)) or value is None:
+            from ..convert import type_name
+            raise ValueError(f"Invalid type {type_name(value)} received in array "
+                             "initialization.")
         if _mask_of(self._index) is not None:
             raise ValueError("[at] Boolean masks are not supported.")
-        return _update(self._a, self._index, value, mode, "at", stream)
 
-    def add(self, value, *, stream=None):
+    def _apply(self, value, mode):
+        self._check(value)
+        return _update(self._a, self._index, value, mode, "at", None)
+
+    def add(self, value):
         """`a` with `value` added at the index, repeated indices adding up."""
-        return self._apply(value, "add", stream)
+        return self._apply(value, "add")
 
-    def subtract(self, value, *, stream=None):
+    def subtract(self, value):
         """`a` with `value` subtracted at the index."""
-        return self._apply(value, "subtract", stream)
+        return self._apply(value, "subtract")
 
-    def multiply(self, value, *, stream=None):
+    def multiply(self, value):
         """`a` multiplied by `value` at the index."""
-        return self._apply(value, "multiply", stream)
+        return self._apply(value, "multiply")
 
-    def divide(self, value, *, stream=None):
+    def divide(self, value):
         """`a` times the reciprocal of `value` (in `a`'s dtype, as MLX) at the index."""
         from .creation import _cast
         from .elementwise import reciprocal
-        recip = _cast(reciprocal(value, stream=stream), self._a._dtype, stream=stream)
-        return self._apply(recip, "multiply", stream)
+        self._check(value)
+        return self._apply(_cast(reciprocal(value), self._a._dtype), "multiply")
 
-    def minimum(self, value, *, stream=None):
+    def minimum(self, value):
         """`a` with the minimum of itself and `value` at the index."""
-        return self._apply(value, "minimum", stream)
+        return self._apply(value, "minimum")
 
-    def maximum(self, value, *, stream=None):
+    def maximum(self, value):
         """`a` with the maximum of itself and `value` at the index."""
-        return self._apply(value, "maximum", stream)
-
-
-class ArrayAt:
-    """What `a.at` returns: index it to pick the elements to update."""
-
-    __slots__ = ("_a",)
-
-    def __init__(self, a):
-        self._a = a
-
-    def __getitem__(self, index):
-        return _AtIndexer(self._a, index)
+        return self._apply(value, "maximum")
 
 
 def _put_along(xp, a, indices, values, axis, shape):
@@ -339,7 +348,8 @@ def _slice_update_vjp(c, out, a, update, starts, axes):
             lambda: slice_(c, starts, axes, update._shape), None)
 
 
-_SLICE_UPDATE = b.make("slice_update", _slice_update, vjp=_slice_update_vjp)
+_SLICE_UPDATE = b.make("slice_update", _slice_update, vjp=_slice_update_vjp,
+                       shape=rules.same_shape)
 
 
 def slice_update(a, update, start_indices, axes, *, stream=None):

@@ -1,17 +1,17 @@
 """Activation functions, and a Module for each (``nn.relu`` and ``nn.ReLU()``).
 
-The element-wise functions are compiled shapeless on first use, as MLX's are.
+The element-wise functions are compiled shapeless, as MLX's are.
 """
 import inspect
 import math
+from functools import partial
 
 import streamlet.core as mx
 
-from .._transforms import compiled, stop_gradient
 from .base import Module
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def sigmoid(x):
     """The logistic sigmoid ``1 / (1 + exp(-x))``.
 
@@ -21,7 +21,7 @@ def sigmoid(x):
     return mx.sigmoid(x)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def relu(x):
     """The rectified linear unit ``max(x, 0)``.
 
@@ -31,7 +31,7 @@ def relu(x):
     return mx.maximum(x, 0)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def relu2(x):
     """The squared ReLU ``max(x, 0) ** 2``.
 
@@ -41,7 +41,7 @@ def relu2(x):
     return mx.square(mx.maximum(x, 0))
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def relu6(x):
     """ReLU capped at 6: ``min(max(x, 0), 6)``.
 
@@ -51,7 +51,7 @@ def relu6(x):
     return mx.minimum(mx.maximum(x, 0), 6.0)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def leaky_relu(x, negative_slope=0.01):
     """``max(negative_slope * x, x)``.
 
@@ -61,7 +61,7 @@ def leaky_relu(x, negative_slope=0.01):
     return mx.maximum(negative_slope * x, x)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def log_softmax(x, axis=-1):
     """``x - log(sum(exp(x)))`` along ``axis``, shifted by the max for stability.
 
@@ -69,11 +69,11 @@ def log_softmax(x, axis=-1):
     [-0.6931471824645996, -0.6931471824645996]
     """
     # NOTE: shift first: the max rounds the normalizer away if it is added before subtracting
-    x = x - stop_gradient(mx.max(x, axis=axis, keepdims=True))
+    x = x - mx.stop_gradient(mx.max(x, axis=axis, keepdims=True))
     return x - mx.logsumexp(x, axis=axis, keepdims=True)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def elu(x, alpha=1.0):
     """The exponential linear unit ``where(x > 0, x, alpha * (exp(x) - 1))``.
 
@@ -83,7 +83,7 @@ def elu(x, alpha=1.0):
     return mx.where(x > 0, x, alpha * (mx.exp(x) - 1))
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def softmax(x, axis=-1):
     """``exp(x) / sum(exp(x))`` along ``axis``.
 
@@ -93,7 +93,7 @@ def softmax(x, axis=-1):
     return mx.softmax(x, axis=axis)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def softplus(x):
     """``log(1 + exp(x))``.
 
@@ -103,7 +103,7 @@ def softplus(x):
     return mx.logaddexp(x, 0)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def softsign(x):
     """``x / (1 + |x|)``.
 
@@ -113,7 +113,7 @@ def softsign(x):
     return mx.divide(x, 1 + mx.abs(x))
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def softshrink(x, lambd: float = 0.5):
     """``x - sign(x) * lambd`` where ``|x| > lambd``, else 0.
 
@@ -123,7 +123,7 @@ def softshrink(x, lambd: float = 0.5):
     return mx.where(mx.abs(x) > lambd, x - mx.sign(x) * lambd, 0)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def celu(x, alpha=1.0):
     """``max(x, 0) + alpha * (exp(min(x, 0) / alpha) - 1)``.
 
@@ -133,7 +133,7 @@ def celu(x, alpha=1.0):
     return mx.maximum(x, 0.0) + alpha * (mx.exp(mx.minimum(x, 0.0) / alpha) - 1)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def silu(x):
     """The sigmoid linear unit (swish) ``x * sigmoid(x)``.
 
@@ -143,7 +143,7 @@ def silu(x):
     return x * mx.sigmoid(x)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def log_sigmoid(x):
     """``log(sigmoid(x)) = -softplus(-x)``.
 
@@ -153,7 +153,7 @@ def log_sigmoid(x):
     return -softplus(-x)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def gelu(x):
     """The Gaussian error linear unit ``x * Phi(x)`` (``Phi`` the normal CDF), exactly.
 
@@ -165,7 +165,7 @@ def gelu(x):
     return x * (1 + mx.erf(x / math.sqrt(2))) / 2
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def gelu_approx(x):
     """GELU through ``tanh``: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
 
@@ -177,7 +177,7 @@ def gelu_approx(x):
     return 0.5 * x * (1 + mx.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def gelu_fast_approx(x):
     """GELU through the sigmoid: ``x * sigmoid(1.702 x)`` (within 0.015 of :func:`gelu`).
 
@@ -197,7 +197,7 @@ def glu(x, axis: int = -1):
     return a * mx.sigmoid(b)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def step(x, threshold: float = 0.0):
     """The binary step: 1 where ``x >= threshold``, else 0.
 
@@ -207,7 +207,7 @@ def step(x, threshold: float = 0.0):
     return mx.where(x >= threshold, 1, 0)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def selu(x):
     """The scaled ELU ``1.0507 * elu(x, 1.67326)``.
 
@@ -217,7 +217,7 @@ def selu(x):
     return elu(x, 1.67326) * 1.0507
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def prelu(x, alpha):
     """The parametric ReLU ``max(0, x) + alpha * min(0, x)``, ``alpha`` an array.
 
@@ -227,7 +227,7 @@ def prelu(x, alpha):
     return mx.maximum(0, x) + alpha * mx.minimum(0, x)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def mish(x):
     """``x * tanh(softplus(x))`` (https://arxiv.org/abs/1908.08681).
 
@@ -237,7 +237,7 @@ def mish(x):
     return x * mx.tanh(softplus(x))
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def hardswish(x):
     """``x * min(max(x + 3, 0), 6) / 6``.
 
@@ -247,7 +247,7 @@ def hardswish(x):
     return x * mx.minimum(mx.maximum(x + 3, 0), 6) / 6
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def hard_tanh(x, min_val=-1.0, max_val=1.0):
     """``x`` clipped to ``[min_val, max_val]``.
 
@@ -257,7 +257,7 @@ def hard_tanh(x, min_val=-1.0, max_val=1.0):
     return mx.minimum(mx.maximum(x, min_val), max_val)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def hard_shrink(x, lambd=0.5):
     """``x`` where ``|x| > lambd``, else 0.
 
@@ -267,7 +267,7 @@ def hard_shrink(x, lambd=0.5):
     return mx.where(mx.abs(x) > lambd, x, 0)
 
 
-@compiled
+@partial(mx.compile, shapeless=True)
 def softmin(x, axis=-1):
     """``softmax(-x)`` along ``axis``.
 
