@@ -15,8 +15,9 @@ communication waits for communication.
 What it costs: the last communication op's output stays referenced until the next one
 has run.  A communication op that fails, or whose input failed (the scheduler then skips
 its kernel), fails every later one of the process with that error: this rank is out of
-step with its peers from there on, and saying so beats exchanging the wrong buffers.  Ops built from several threads of one process are ordered by which thread built
-first; a program that wants the same order on every rank builds them from one thread.
+step with its peers from there on, and saying so beats exchanging the wrong buffers.
+Ops built from several threads of one process are ordered by which thread built first;
+a program that wants the same order on every rank builds them from one thread.
 """
 from __future__ import annotations
 
