@@ -123,10 +123,9 @@ def test_load_errors_like_mlx(tmp_path, mlx):
             M.save(str(tmp_path / "b.npy"), np.ones(2))
         with pytest.raises(ValueError):
             M.save_safetensors(str(tmp_path / "c"), {"a": M.ones(1)}, metadata={"a": 1})
-    with pytest.raises(ValueError, match="GGUF"):
-        mx.load(tmp_path / "x.gguf")
-    with pytest.raises(ValueError, match="GGUF"):
-        mx.save_gguf(tmp_path / "x.gguf", {"a": mx.ones(1)})
+    for M in (mx, mlx):  # a GGUF file that is not there
+        with pytest.raises(ValueError, match="load_gguf"):
+            M.load(str(tmp_path / "x.gguf"))
 
 
 def test_save_evaluates_lazy_arrays(tmp_path):

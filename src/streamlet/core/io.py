@@ -1,4 +1,5 @@
-"""Saving and loading arrays: `.npy`, `.npz` and `.safetensors`, as `mx.save`/`mx.load`.
+"""Saving and loading arrays: `.npy`, `.npz`, `.safetensors` and `.gguf` (gguf.py), as
+`mx.save`/`mx.load`.
 
 bfloat16 travels in `.npy`/`.npz` as NumPy writes ml_dtypes' bfloat16 (descr '<V2', which
 MLX reads back as bfloat16) and in safetensors as "BF16". Safetensors is written directly:
@@ -20,6 +21,7 @@ import zipfile
 import numpy as np
 
 from . import dtypes as dt
+from . import gguf
 from .array import array
 from .ops import build as ops_build
 
@@ -99,8 +101,17 @@ def save_safetensors(file, arrays, metadata=None):
 
 
 def save_gguf(file, arrays, metadata=None):
-    """GGUF is not supported by streamlet."""
-    raise ValueError("[save_gguf] The GGUF format is not supported by streamlet.")
+    """Save a dict of arrays (float32, float16, int8, int16, int32) as `.gguf`, with
+    optional metadata: str, list of str, or 0-d/1-d arrays (integers, bool, float32)."""
+    named = {}
+    for name, a in arrays.items():
+        if not isinstance(a, array):
+            raise TypeError(f"[save_gguf] Expected mlx arrays, got {type(a).__name__} for "
+                            f"{name!r}.")
+        named[name] = np.asarray(a)
+    meta = {k: np.asarray(v) if isinstance(v, array) else v
+            for k, v in (metadata or {}).items()}
+    gguf.save(os.fspath(_path(os.fspath(file), ".gguf")), named, meta)
 
 
 class _open:
@@ -144,7 +155,7 @@ def _load_npy(f, stream):
     lazy load does (its shape and dtype come from the header)."""
     start = f.tell()
     try:
-        return _from_numpy(np.load(f, allow_pickle=False))
+        data = np.load(f, allow_pickle=False)
     except ValueError as exc:
         f.seek(start)
         fmt = np.lib.format
@@ -156,6 +167,7 @@ def _load_npy(f, stream):
             dt.from_numpy(data.dtype)
         return ops_build.node(_UNREADABLE, (), tuple(shape), d,
                               {"message": f"[load] {exc}"}, ops_build.resolve(stream))
+    return _from_numpy(data)
 
 
 def _load_safetensors(f):
@@ -185,15 +197,18 @@ def _format(file, format):
 
 
 def load(file, /, format=None, return_metadata=False, *, stream=None):
-    """Load an array (`.npy`) or a dict of arrays (`.npz`, `.safetensors`).
+    """Load an array (`.npy`) or a dict of arrays (`.npz`, `.safetensors`, `.gguf`).
 
-    With `return_metadata=True` (safetensors only) the result is `(arrays, metadata)`.
+    With `return_metadata=True` (safetensors and gguf) the result is `(arrays, metadata)`.
     """
     fmt = _format(file, format)
     if fmt not in _FORMATS:
         raise ValueError(f"[load] Unknown file format {fmt}")
     if fmt == "gguf":
-        raise ValueError("[load] The GGUF format is not supported by streamlet.")
+        tensors, meta = gguf.load(os.fspath(file))
+        arrays = {k: _from_numpy(v) for k, v in tensors.items()}
+        meta = {k: _from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in meta.items()}
+        return (arrays, meta) if return_metadata else arrays
     if return_metadata and fmt != "safetensors":
         raise ValueError(f"[load] metadata not supported for format {fmt}")
     with _open(file, "rb") as f:
