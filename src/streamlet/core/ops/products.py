@@ -296,7 +296,16 @@ def _addmm(xp, c, x, y, alpha, beta):
     return x.dtype.type(alpha) * xp.matmul(x, y) + x.dtype.type(beta) * c
 
 
-_ADDMM = b.make("addmm", _addmm, **via(_addmm_composite))
+def _addmm_shape(params, cs, xs, ys):
+    from .linalg import _matmul_shape
+    shape, _ = _matmul_shape(params, xs, ys)
+    if b.broadcast_shapes(cs, shape, op="addmm") != shape:
+        raise ValueError(f"[addmm] input c with shape {cs} must broadcast to the output "
+                         f"shape {shape}.")
+    return shape, params
+
+
+_ADDMM = b.make("addmm", _addmm, **via(_addmm_composite), shape=_addmm_shape)
 
 
 def addmm(c, a, b_, /, alpha=1.0, beta=1.0, *, stream=None):

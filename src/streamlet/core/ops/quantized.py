@@ -738,7 +738,14 @@ def _gather_weight_grad(x, cot, lhs, rhs, w, transpose, st):
     return per, rhs
 
 
-_GATHER_QMM = b.make("gather_qmm", _gather_qmm, vjp=_gather_qmm_vjp)
+def _gather_qmm_shape(params, xs, *rest):
+    """The index arrays (last two inputs) give the batch; x its rows; w its outputs."""
+    ws, lhs = rest[0], rest[-2]
+    outer = ws[-2] if params["transpose"] else ws[-1] * 32 // params["bits"]
+    return lhs + (xs[-2], outer), params
+
+
+_GATHER_QMM = b.make("gather_qmm", _gather_qmm, vjp=_gather_qmm_vjp, shape=_gather_qmm_shape)
 
 
 def gather_qmm(x, w, /, scales, biases=None, lhs_indices=None, rhs_indices=None,
@@ -867,7 +874,8 @@ def _take_batch(v, idx, st):
     return take(_batched(v, st), idx, 0, stream=st)
 
 
-_GATHER_MM = b.make("gather_mm", _gather_mm, vjp=_gather_mm_vjp)
+_GATHER_MM = b.make("gather_mm", _gather_mm, vjp=_gather_mm_vjp,
+                    shape=lambda params, xs, ys, ls, rs: (ls + (xs[-2], ys[-1]), params))
 
 
 def gather_mm(a, b_, /, lhs_indices=None, rhs_indices=None, *, sorted_indices=False,
