@@ -17,8 +17,9 @@ class Primitive:
       an input with no gradient, e.g. an integer index);
     - `jvp(tangents, output, *primals, **params)`: the output's tangent; `tangents`
       holds one entry per primal, None where that input's tangent is zero;
-    - `vmap(axes, *inputs, **params)`: `(output, out_axis)` for inputs batched along
-      `axes` (None for an input without a batch axis).
+    - `vmap(axes, output, *inputs, **params)`: `(output, out_axis)` for inputs batched
+      along `axes` (None for an input without a batch axis); `output` is the traced,
+      unbatched node (for its shape and dtype).
 
     A missing rule makes the transform raise an error naming the primitive.
 
