@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 SHIM = '''
@@ -163,6 +164,7 @@ def main():
     p.add_argument("--files", default="")
     p.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     p.add_argument("--timeout", type=int, default=120)
+    p.add_argument("--jobs", "-j", type=int, default=1, help="test files run at once")
     p.add_argument("--out", type=Path)
     p.add_argument("--compare", nargs=2, type=Path)
     p.add_argument("--failures", action="store_true", help="with --compare: list regressions")
@@ -182,12 +184,15 @@ def main():
     names = [n for n in args.files.split(",") if n] or sorted(
         x.stem for x in args.tests.glob("test_*.py"))
     results = {}
-    for name in names:
-        r = run_file(args.tests / f"{name}.py", args.impl, args.device, args.timeout, shim,
-                     args.launch, args.stubs)
-        ok = sum(v == "passed" for v in r.values())
-        print(f"{name}: {ok}/{len(r)} passed", file=sys.stderr, flush=True)
-        results.update(r)
+
+    def one(name):
+        return name, run_file(args.tests / f"{name}.py", args.impl, args.device, args.timeout,
+                              shim, args.launch, args.stubs)
+    with ThreadPoolExecutor(args.jobs) as pool:  # files in parallel processes
+        for name, r in pool.map(one, names):
+            ok = sum(v == "passed" for v in r.values())
+            print(f"{name}: {ok}/{len(r)} passed", file=sys.stderr, flush=True)
+            results.update(r)
     text = json.dumps(results, indent=1, sort_keys=True)
     if args.out:
         args.out.write_text(text)

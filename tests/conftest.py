@@ -46,6 +46,11 @@ def fresh_default_device() -> str:
                           check=True, timeout=120).stdout.strip()
 
 
-# The suite states the CPU's behaviour unless a test names a GPU stream; on a GPU machine
-# the default device would otherwise be the GPU (DESIGN §1).
-mx.set_default_device(mx.cpu)
+# The suite runs on the CPU unless asked (`./dev test --device gpu` sets
+# STREAMLET_TEST_DEVICE=gpu): then every test that names no device runs on the GPU.
+TEST_DEVICE = os.environ.get("STREAMLET_TEST_DEVICE", "cpu")
+if TEST_DEVICE not in ("cpu", "gpu"):
+    raise RuntimeError(f"STREAMLET_TEST_DEVICE must be cpu or gpu, got {TEST_DEVICE!r}.")
+if TEST_DEVICE == "gpu" and not gpu_available():
+    raise RuntimeError("STREAMLET_TEST_DEVICE=gpu but no CUDA GPU is usable here.")
+mx.set_default_device(mx.gpu if TEST_DEVICE == "gpu" else mx.cpu)
