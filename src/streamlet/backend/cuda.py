@@ -184,10 +184,11 @@ def execute(node, args):
                     out = _NOT_COVERED
             if out is _NOT_COVERED:
                 out = (prim.gpu or prim.kernel)(cp, *dev_args, **params)
-            if isinstance(out, (np.ndarray, np.generic, int, float, complex)):
-                out = cp.asarray(out)
-            if out_bf16:
-                out = BF16(_to_bf16(out))
+            if not prim.multi:  # a multi-output primitive's box stays a host object array
+                if isinstance(out, (np.ndarray, np.generic, int, float, complex)):
+                    out = cp.asarray(out)
+                if out_bf16:
+                    out = BF16(_to_bf16(out))
         except _OOM as exc:
             raise out_of_memory(prim.name, h, exc) from None
         if held:
