@@ -38,3 +38,4 @@ from .stream import (Stream, StreamContext, ThreadLocalStream, clear_streams,  #
 _operators.install()
 __version__ = "0.1.0"
 from . import fast  # noqa: F401,E402
+from .export import FunctionExporter, export_function, exporter, import_function  # noqa: F401,E402
