@@ -125,7 +125,13 @@ def _out_shape(xs, ws, stride, lo, hi, kdil, idil):
     return tuple(out) + (ws[0],)
 
 
-_CONV = b.make("conv", _conv)
+def _conv_shape(params, xs, ws):
+    """The output shape for inputs of other shapes (a shapeless replay)."""
+    p = params
+    return _out_shape(xs, ws, p["stride"], p["lo"], p["hi"], p["kdil"], p["idil"]), params
+
+
+_CONV = b.make("conv", _conv, shape=_conv_shape)
 
 
 def _node(x, w, stride, lo, hi, kdil, idil, groups, flip, stream):
