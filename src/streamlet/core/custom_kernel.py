@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from . import dtypes as dt
+from .device import Device, DeviceType
 from .ops import build as b
 
 _CUDA_TYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16",
@@ -235,10 +236,27 @@ def cuda_kernel(name, input_names, output_names, source, header="", ensure_row_c
                          ensure_row_contiguous, shared_memory)
 
 
+def _no_metal(xp, *args, **params):
+    raise RuntimeError("[metal_kernel] No Metal back-end.")
+
+
+_METAL = b.make("metal_kernel", _no_metal, multi=True)
+
+
+def _device_of(stream):
+    if stream is None:
+        return None
+    if isinstance(stream, DeviceType):
+        return Device(stream)
+    return stream if isinstance(stream, Device) else stream.device
+
+
 def metal_kernel(name, input_names, output_names, source, header="", ensure_row_contiguous=True,
                  atomic_outputs=False, compile_options=None):
     """MLX's Metal custom kernel: streamlet has no Metal backend, so calling the returned
     function raises RuntimeError; write the kernel in CUDA with `mx.fast.cuda_kernel`.
+    While a function is traced for `mx.export_function` the call is recorded, on a GPU
+    stream, for a program with Metal to run (as MLX's CPU build does).
 
     >>> k = mx.fast.metal_kernel("k", ["x"], ["y"], "y[0] = x[0];")
     >>> k(inputs=[mx.ones(1)], output_shapes=[(1,)], output_dtypes=[mx.float32],
@@ -246,8 +264,32 @@ def metal_kernel(name, input_names, output_names, source, header="", ensure_row_
     Traceback (most recent call last):
     RuntimeError: [metal_kernel] No Metal back-end. ...
     """
+    if not output_names:
+        raise ValueError("[metal_kernel] Must specify at least one output.")
+
     def kernel(*, inputs, output_shapes, output_dtypes, grid, threadgroup, template=None,
                init_value=None, verbose=False, stream=None):
-        raise RuntimeError("[metal_kernel] No Metal back-end. streamlet runs custom GPU "
-                           "kernels written in CUDA: use mx.fast.cuda_kernel on a CUDA GPU.")
+        from .export import Elsewhere, in_export_tracing
+        for what, v, n in (("inputs", inputs, input_names), ("output_shapes", output_shapes,
+                           output_names), ("output_dtypes", output_dtypes, output_names)):
+            if len(v) != len(n):
+                raise ValueError(f"[metal_kernel] Expected `{what}` to have size {len(n)} "
+                                 f"but got size {len(v)}.")
+        if not in_export_tracing():
+            raise RuntimeError("[metal_kernel] No Metal back-end. streamlet runs custom GPU "
+                               "kernels written in CUDA: use mx.fast.cuda_kernel on a CUDA GPU.")
+        device = _device_of(stream)
+        if device is not None and device.type != DeviceType.gpu:
+            raise ValueError("[metal_kernel] Only supports the GPU.")
+        params = {"name": name, "input_names": tuple(input_names),
+                  "output_names": tuple(output_names), "source": source, "header": header,
+                  "contiguous": bool(ensure_row_contiguous), "atomic": bool(atomic_outputs),
+                  "options": dict(compile_options or {}),
+                  "grid": tuple(int(g) for g in grid),
+                  "threadgroup": tuple(int(t) for t in threadgroup),
+                  "template": tuple(tuple(t) for t in template or ()), "init": init_value}
+        outs = [(tuple(int(n) for n in s), dt.as_dtype(d))
+                for s, d in zip(output_shapes, output_dtypes)]
+        inputs = [b.as_array(x, "metal_kernel") for x in inputs]
+        return list(b.multi(_METAL, inputs, outs, params, Elsewhere(Device(DeviceType.gpu))))
     return kernel
