@@ -149,3 +149,12 @@ def test_overflow_names_the_dimension():
         mx.zeros((2, 2 ** 31))
     with pytest.raises(OverflowError, match=r"\[concatenate\].*" + str(3 * 2 ** 30)):
         mx.concatenate([mx.zeros(2 ** 30)] * 3)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda m: m.zeros(2, dtype=None), lambda m: m.ones(2, dtype=None),
+    lambda m: m.eye(2, dtype=None), lambda m: m.identity(2, dtype=None),
+    lambda m: m.full((2,), 1.5, None), lambda m: m.random.randint(0, 1, dtype=None),
+])
+def test_dtype_none_is_the_default_dtype(mlx, fn):
+    assert_same(mlx, fn)  # NumPy would read None as float64

@@ -370,7 +370,7 @@ def randint(low, high, shape=(), dtype=dt.int32, key=None, *, stream=None):
     [5, 0, 3, 8, 5]
     """
     shape = _shape(shape, "randint")
-    d = dt.as_dtype(dtype)
+    d = dt.int32 if dtype is None else dt.as_dtype(dtype)
     if d.kind not in "biu":
         raise ValueError(f"[randint] randint only accepts integer dtypes and bool, got {d}.")
     k = _get_key(key, "randint")

@@ -65,12 +65,12 @@ def full(shape, vals, dtype=None, *, stream=None):
 
 def zeros(shape, dtype=dt.float32, *, stream=None):
     """An array of zeros: `mx.zeros((2, 3))`."""
-    return full(shape, 0, dt.as_dtype(dtype), stream=stream)
+    return full(shape, 0, _dtype(dtype, dt.float32), stream=stream)
 
 
 def ones(shape, dtype=dt.float32, *, stream=None):
     """An array of ones: `mx.ones((2, 3), dtype=mx.int32)`."""
-    return full(shape, 1, dt.as_dtype(dtype), stream=stream)
+    return full(shape, 1, _dtype(dtype, dt.float32), stream=stream)
 
 
 # `a` is an input (its value unread) so that a shapeless compiled function follows its shape
@@ -194,7 +194,7 @@ def eye(n, m=None, k=0, dtype=dt.float32, *, stream=None):
     m = n if m is None else m
     if n < 0 or m < 0:
         raise ValueError(f"[eye] Negative dimensions not allowed: ({n}, {m}).")
-    d = dt.as_dtype(dtype)
+    d = _dtype(dtype, dt.float32)
     return b.node(_EYE, (), (int(n), int(m)), d, {"n": int(n), "m": int(m), "k": int(k),
                                                   "dtype": d.np}, b.resolve(stream))
 
