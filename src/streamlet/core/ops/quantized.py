@@ -153,20 +153,68 @@ def _component(xp, params, index, dtype):
     return params[..., index].astype(dtype)
 
 
-def _affine_dequantize(xp, w, scales, biases, group_size, bits, dtype, sdtype, bdtype):
+def _affine_dequantize(xp, w, scales, biases, group_size, bits, dtype, sname, bname):
     """MLX's CPU dequantization: `q * scale` in the scales' dtype, `+ bias` in the
-    promoted one, then the output dtype."""
+    promoted one, then the output dtype (dtypes by name: the GPU backend would widen a
+    bfloat16 dtype to float32)."""
     q = _unpack(xp, w, bits)
-    q = q.reshape(q.shape[:-1] + (-1, group_size)).astype(sdtype)
-    out = (q * b.cast(scales, sdtype)[..., None]).astype(bdtype) + \
-        b.cast(biases, bdtype)[..., None]
+    q = q.reshape(q.shape[:-1] + (-1, group_size))
+    sd, bd = dt.from_name(sname).np, dt.from_name(bname).np
+    if xp is np:
+        out = (q.astype(sd) * b.cast(scales, sd)[..., None]).astype(bd) + \
+            b.cast(biases, bd)[..., None]
+    else:
+        out = _rounded(xp, q.astype(np.float32) * scales.astype(np.float32)[..., None], sname)
+        out = _rounded(xp, out + biases.astype(np.float32)[..., None], bname)
     return out.reshape(w.shape[:-1] + (-1,)).astype(dtype)
+
+
+def _rounded(xp, x, name):
+    """float32 `x` rounded to the dtype `name` (bfloat16 by its bits, to nearest even)."""
+    if name == "bfloat16":
+        u = x.view(xp.uint32)
+        u = (u + xp.uint32(0x7FFF) + ((u >> 16) & xp.uint32(1))) & xp.uint32(0xFFFF0000)
+        return xp.where(xp.isnan(x), x, u.view(np.float32))
+    return x.astype(dt.from_name(name).np).astype(np.float32)
 
 
 _PARAMS = b.make("quantize.params", _affine_params)
 _PACK = b.make("quantize.pack", _affine_pack)
 _COMPONENT = b.make("quantize.component", _component)
-_DEQUANTIZE = b.make("dequantize", _affine_dequantize)
+def _dequantize_vjp(c, out, w, scales, biases, group_size, bits, dtype, sname, bname):
+    """Per group, the scale's cotangent is the cotangent dotted with the unscaled values,
+    the bias's its sum; none for the packed integers."""
+    from .creation import ones_like, zeros_like
+    from .reduction import sum as sum_
+    from .shape import unflatten
+    grouped = unflatten(c, -1, (-1, group_size))
+
+    def d_scales():
+        q = dequantize(w, ones_like(scales), zeros_like(biases), group_size, bits,
+                       dtype=c._dtype)
+        return sum_(grouped * unflatten(q, -1, (-1, group_size)), -1)
+    return None, d_scales, lambda: sum_(grouped, -1)
+
+
+def _dequantize_jvp(t, out, w, scales, biases, group_size, bits, dtype, sname, bname):
+    from .creation import ones_like, zeros_like
+    from .shape import expand_dims, flatten, unflatten
+    total = None
+    if t[1] is not None:
+        q = dequantize(w, ones_like(scales), zeros_like(biases), group_size, bits,
+                       dtype=t[1]._dtype)
+        total = unflatten(q, -1, (-1, group_size)) * expand_dims(t[1], -1)
+    if t[2] is not None:
+        shift = expand_dims(t[2], -1)
+        total = shift if total is None else total + shift
+    if total is None:
+        return None
+    grouped = unflatten(zeros_like(out), -1, (-1, group_size)) + total  # the full shape
+    return flatten(grouped, -2, -1)
+
+
+_DEQUANTIZE = b.make("dequantize", _affine_dequantize, vjp=_dequantize_vjp,
+                     jvp=_dequantize_jvp)
 
 
 # -- fp8 (E4M3, saturating) and fp4 (E2M1) ------------------------------------------------
@@ -452,7 +500,7 @@ def dequantize(w, /, scales, biases=None, group_size=None, bits=None, mode="affi
         bd = dt.promote_types(scales._dtype, biases._dtype)
         return b.node(_DEQUANTIZE, (w, scales, biases), shape, out,
                       {"group_size": gs, "bits": nb, "dtype": out.np,
-                       "sdtype": scales._dtype.np, "bdtype": bd.np}, b.resolve(stream))
+                       "sname": scales._dtype.name, "bname": bd.name}, b.resolve(stream))
     return _fp_dequantize(w, scales, gs, nb, out, g, shape, stream)
 
 
