@@ -102,17 +102,17 @@ def _outputs(result):
 
 class _Signature:
     """What a trace was made for: its keyword names (sorted) and each input's shape and
-    dtype, matched as MLX matches them (the number of dimensions only when shapeless)."""
+    dtype, matched as MLX matches them (dtypes and numbers of dimensions, and shapes unless
+    shapeless), except that the keyword names must be the same, not only present (so
+    `f(x, y)` and `f(x, bias=b)` are two signatures, where MLX refuses the second)."""
 
     def __init__(self, keys, inputs):
         self.keys, self.inputs = keys, inputs  # inputs: [(shape, Dtype)]
 
     def matches(self, args, kwargs, shapeless):
-        if len(args) + len(kwargs) != len(self.inputs):
+        if len(args) + len(kwargs) != len(self.inputs) or sorted(kwargs) != self.keys:
             return False
-        if any(k not in kwargs for k in self.keys):
-            return False
-        given = list(args) + [kwargs[k] for k in sorted(kwargs)]
+        given = list(args) + [kwargs[k] for k in self.keys]
         for x, (shape, d) in zip(given, self.inputs):
             if x._dtype != d or len(x._shape) != len(shape):
                 return False
@@ -322,7 +322,7 @@ def _report(callback, keys, ph, outs, steps, constants):
     name = _names({})
 
     def data(nodes):
-        return [(name(n), list(n.shape), n.dtype) for n in nodes]
+        return [(name(n), tuple(n.shape), n.dtype) for n in nodes]
 
     callback({"type": "inputs", "inputs": data(ph)})
     npos = len(ph) - len(keys)
