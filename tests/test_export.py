@@ -137,7 +137,11 @@ def test_params_of_every_kind_round_trip():
               (1, (2, 3)), [1, 2], {"a": 1, (1, 2): [3]}, slice(1, None, 2), Ellipsis,
               mx.float16, np.dtype(np.int16), np.float32(1.5), np.arange(3)]
     arrays = []
-    encoded = json.loads(json.dumps(export_file.encode(values, arrays)))
+
+    def add(a):
+        arrays.append(a)
+        return len(arrays) - 1
+    encoded = json.loads(json.dumps(export_file.encode(values, add)))
     back = export_file.decode(encoded, arrays)
     assert len(back) == len(values)
     for got, want in zip(back, values):
@@ -147,7 +151,11 @@ def test_params_of_every_kind_round_trip():
             np.testing.assert_array_equal(got, want)
         else:
             assert got == want and type(got) is type(want)
-    assert str(export_file.encode(-0.0, [])) == "-0.0"
+    assert str(export_file.encode(-0.0, add)) == "-0.0"
+    with pytest.raises(export_file.Unserializable):
+        export_file.encode({"f": print}, add)
+    with pytest.raises(ValueError, match="Unsupported dtype"):
+        export_file.decode({"$": "npscalar", "dtype": "object", "v": 1}, [])
 
 
 # -- nn models -------------------------------------------------------------------------------
@@ -471,6 +479,24 @@ def test_custom_function_cannot_be_exported(path):
         mx.export_function(path, f, mx.array(1.0))
     with pytest.raises(ValueError, match=r"Unable to serialize primitive CustomFunction"):
         mx.export_function(path, mx.checkpoint(mx.sin), mx.array(1.0))
+
+
+def test_a_failed_trace_leaves_the_exporter_usable(path):
+    @mx.custom_function
+    def f(x):
+        return x
+
+    @f.vjp
+    def f_vjp(x, ct, out):
+        return ct
+    big = mx.arange(1000.0)
+    mx.eval(big)
+    with mx.exporter(path, lambda x: f(x * big) if x.ndim == 2 else x + big) as export:
+        with pytest.raises(ValueError, match="CustomFunction"):
+            export(mx.ones((1, 1)))
+        export(mx.array(1.0))
+    assert os.path.getsize(path) < big.nbytes + 4096
+    _same(mx.import_function(path)(mx.array(2.0)), [big + 2])
 
 
 def test_params_that_cannot_be_written_name_the_primitive(path):

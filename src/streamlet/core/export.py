@@ -242,8 +242,13 @@ class FunctionExporter:
             _report(self._callback, keys, ph, outs, steps, constants)
             self._signatures.append(signature)
             return
-        new = []
-        trace = self._encode(keys, ph, outs, steps, constants, default, new)
+        new, count, saved = [], len(self._constants), dict(self._saved)
+        try:
+            trace = self._encode(keys, ph, outs, steps, constants, default, new)
+        except BaseException:  # a trace that cannot be written leaves no constants behind
+            del self._constants[count:]
+            self._saved = saved
+            raise
         self._signatures.append(signature)
         self._traces.append(trace)
         self._writer.write(new, self._footer())
@@ -269,7 +274,6 @@ class FunctionExporter:
                 saved = self._saved[id(n)] = (n, self._add(wrap(n)._host(), new))
             slot[id(n)] = len(slot)
             table.append(saved[1])
-        pool = _Pool(self, new)
         rows = []
         for n in steps:
             key = ef.key_of(n.prim)
@@ -277,7 +281,7 @@ class FunctionExporter:
                 raise _unserializable(n, "it is made for one function, not by an op "
                                          "(custom functions cannot be exported)")
             try:
-                params = ef.encode(n.params, pool)
+                params = ef.encode(n.params, lambda data: self._add(data, new))
             except ef.Unserializable as exc:
                 raise _unserializable(n, f"its params hold a {exc}") from None
             rows.append([key, n.prim.name, [slot[id(i)] for i in n.inputs], list(n.shape),
@@ -285,19 +289,6 @@ class FunctionExporter:
             slot[id(n)] = len(slot)
         return {"kwargs": keys, "inputs": [[list(p.shape), p.dtype.name] for p in ph],
                 "constants": table, "steps": rows, "outputs": [slot[id(o)] for o in outs]}
-
-
-class _Pool:
-    """Where `export_file.encode` puts the arrays it finds in params: new constants."""
-
-    def __init__(self, exporter, new):
-        self.exporter, self.new, self.last = exporter, new, -1
-
-    def append(self, data):
-        self.last = self.exporter._add(data, self.new)
-
-    def __len__(self):
-        return self.last + 1
 
 
 _LOG_BASE = {"log2": 0, "log10": 1, "log": 2}  # MLX's Log::Base

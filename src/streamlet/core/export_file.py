@@ -23,6 +23,7 @@ import json
 import math
 import struct
 import sys
+import threading
 import types
 
 import numpy as np
@@ -44,6 +45,7 @@ class Unserializable(Exception):
 _names: dict = {}  # stable name -> Primitive
 _keys: dict = {}  # id(Primitive) -> stable name
 _walked: set = set()  # modules already searched
+_lock = threading.Lock()  # guards the three tables above while a walk fills them
 
 
 def _visit(value, path, depth, seen):
@@ -74,7 +76,12 @@ def _visit(value, path, depth, seen):
 
 def _walk_modules():
     """Search the streamlet modules not searched yet (op modules first)."""
-    names = [m for m in sys.modules if m.startswith("streamlet.") and m not in _walked]
+    with _lock:
+        _walk_new()
+
+
+def _walk_new():
+    names = [m for m in list(sys.modules) if m.startswith("streamlet.") and m not in _walked]
     names.sort(key=lambda m: (not m.startswith("streamlet.core.ops."), m))
     seen: set = set()
     for m in names:
@@ -123,28 +130,32 @@ def _np_dtype(name):
     try:
         return dt.from_name(name).np
     except KeyError:
-        return np.dtype(name)
+        d = np.dtype(name)
+    if d.kind in "OV":  # no Python objects (nor raw records) from a file
+        raise ValueError(f"[import_function] Unsupported dtype {name!r} in the file.")
+    return d
 
 
-def encode(value, arrays):
-    """`value` as JSON data; NumPy arrays are appended to `arrays` and named by index."""
+def encode(value, add):
+    """`value` as JSON data; a NumPy array in it is stored by `add(array)`, which gives the
+    index it is read back from."""
     t = type(value)
     if value is None or t is bool or t is int or t is str:
         return value
     if t is float:
         return value if math.isfinite(value) else {"$": "float", "v": repr(value)}
     if t is tuple:
-        return [encode(v, arrays) for v in value]
+        return [encode(v, add) for v in value]
     if t is list:
-        return {"$": "list", "v": [encode(v, arrays) for v in value]}
+        return {"$": "list", "v": [encode(v, add) for v in value]}
     if t is dict:
-        return {"$": "dict", "v": [[encode(k, arrays), encode(v, arrays)]
+        return {"$": "dict", "v": [[encode(k, add), encode(v, add)]
                                    for k, v in value.items()]}
     if t is complex:
-        return {"$": "complex", "v": [encode(value.real, arrays), encode(value.imag, arrays)]}
+        return {"$": "complex", "v": [encode(value.real, add), encode(value.imag, add)]}
     if t is slice:
-        return {"$": "slice", "v": [encode(value.start, arrays), encode(value.stop, arrays),
-                                    encode(value.step, arrays)]}
+        return {"$": "slice", "v": [encode(value.start, add), encode(value.stop, add),
+                                    encode(value.step, add)]}
     if value is Ellipsis:
         return {"$": "ellipsis"}
     if isinstance(value, dt.Dtype):
@@ -152,10 +163,9 @@ def encode(value, arrays):
     if isinstance(value, np.dtype) and value.kind != "O":
         return {"$": "npdtype", "v": value.name}
     if isinstance(value, np.generic) and value.dtype.kind != "O":
-        return {"$": "npscalar", "dtype": value.dtype.name, "v": encode(value.item(), arrays)}
+        return {"$": "npscalar", "dtype": value.dtype.name, "v": encode(value.item(), add)}
     if isinstance(value, np.ndarray) and value.dtype.kind != "O":
-        arrays.append(value)
-        return {"$": "ndarray", "v": len(arrays) - 1}
+        return {"$": "ndarray", "v": add(value)}
     if isinstance(value, Primitive):
         key = key_of(value)
         if key is not None:
@@ -163,7 +173,7 @@ def encode(value, arrays):
     fields = _record_fields(t)
     if fields is not None:
         return {"$": "record", "class": f"{t.__module__[len('streamlet.'):]}:{t.__qualname__}",
-                "v": [encode(getattr(value, f), arrays) for f in fields]}
+                "v": [encode(getattr(value, f), add) for f in fields]}
     raise Unserializable(f"{t.__module__}.{t.__qualname__}")
 
 
