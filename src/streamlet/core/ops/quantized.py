@@ -153,10 +153,11 @@ def _component(xp, params, index, dtype):
     return params[..., index].astype(dtype)
 
 
-def _affine_dequantize(xp, w, scales, biases, group_size, bits, dtype, sname, bname):
+def _affine_dequantize(xp, w, scales, biases, group_size, bits, dtype, names):
     """MLX's CPU dequantization: `q * scale` in the scales' dtype, `+ bias` in the
-    promoted one, then the output dtype (dtypes by name: the GPU backend would widen a
-    bfloat16 dtype to float32)."""
+    promoted one, then the output dtype.  `names` holds those two dtypes' names in a
+    tuple: the GPU backend widens a bfloat16 dtype param (even a bare name) to float32."""
+    sname, bname = names
     q = _unpack(xp, w, bits)
     q = q.reshape(q.shape[:-1] + (-1, group_size))
     sd, bd = dt.from_name(sname).np, dt.from_name(bname).np
@@ -500,7 +501,7 @@ def dequantize(w, /, scales, biases=None, group_size=None, bits=None, mode="affi
         bd = dt.promote_types(scales._dtype, biases._dtype)
         return b.node(_DEQUANTIZE, (w, scales, biases), shape, out,
                       {"group_size": gs, "bits": nb, "dtype": out.np,
-                       "sname": scales._dtype.name, "bname": bd.name}, b.resolve(stream))
+                       "names": (scales._dtype.name, bd.name)}, b.resolve(stream))
     return _fp_dequantize(w, scales, gs, nb, out, g, shape, stream)
 
 
