@@ -288,26 +288,76 @@ def _rope_node(x, offset, freqs, params, st):
     return b.node(_ROPE, ins, x._shape, x._dtype, params, b.resolve(st))
 
 
+def _rope_pairs(v, dims, traditional):
+    """The two halves of each rotated pair of features of `v`."""
+    if traditional:
+        return v[..., 0:dims:2], v[..., 1:dims:2]
+    return v[..., :dims // 2], v[..., dims // 2:dims]
+
+
+def _rope_angle_rate(out, offset, f, params):
+    """d out / d freqs as (rate, pair derivatives): the angles are positions over the
+    frequencies, so d angle / d freqs = -position / freqs^2; a rotation's derivative in
+    its angle is the rotation of the output by a right angle."""
+    from .ops import arange, reshape
+    sign = 1.0 if params["forward"] else -1.0
+    o1, o2 = _rope_pairs(out.astype(dt.float32), params["dims"], params["traditional"])
+    t = out._shape[-2]
+    pos = reshape(arange(t, dtype=dt.float32), (t, 1))
+    off = offset.astype(dt.float32)
+    if off.size > 1:
+        pos = pos + reshape(off, (-1,) + (1,) * (out.ndim - 1))
+    else:
+        pos = pos + reshape(off, ())
+    rate = pos * params["scale"] * -(1.0 / (f * f))
+    return rate, (o2 * -sign, o1 * sign)
+
+
 def _rope_vjp(c, out, x, offset, *freqs, **params):
-    """RoPE is a rotation: its transpose is the inverse rotation (as MLX's RoPE::vjp)."""
+    """RoPE is a rotation: its transpose is the inverse rotation (as MLX's RoPE::vjp); the
+    frequencies get the gradient of the angles (MLX's CPU path is a composite)."""
+    from .ops import sum as sum_
     inverse = {**params, "forward": not params["forward"]}
-    return [_rope_node(c, offset, freqs[0] if freqs else None, inverse, _stream_of(out)),
-            None] + [None] * len(freqs)
+    dx = _rope_node(c, offset, freqs[0] if freqs else None, inverse, _stream_of(out))
+
+    def d_freqs():
+        rate, (d1, d2) = _rope_angle_rate(out, offset, freqs[0], params)
+        c1, c2 = _rope_pairs(c.astype(dt.float32), params["dims"], params["traditional"])
+        per = (c1 * d1 + c2 * d2) * rate
+        return sum_(per, tuple(range(per.ndim - 1)))
+    return [dx, None] + ([d_freqs] if freqs else [])
 
 
 def _rope_jvp(tangents, out, x, offset, *freqs, **params):
-    if any(t is not None for t in tangents[1:]):
-        raise ValueError("[rope] jvp for offset or frequencies not supported")
-    return _rope_node(tangents[0], offset, freqs[0] if freqs else None, params,
-                      _stream_of(out))
+    from .ops import concatenate, reshape, stack, zeros
+    if tangents[1] is not None:
+        raise ValueError("[rope] jvp for offset not supported")
+    tf = tangents[2] if freqs else None
+    moved = None if tangents[0] is None else _rope_node(
+        tangents[0], offset, freqs[0] if freqs else None, params, _stream_of(out))
+    if tf is None:
+        return moved
+    dims, trad = params["dims"], params["traditional"]
+    rate, (d1, d2) = _rope_angle_rate(out, offset, freqs[0], params)
+    step = rate * tf
+    p1, p2 = (v * step for v in (d1, d2))
+    lead = out._shape[:-1]
+    pairs = reshape(stack([p1, p2], -1), lead + (dims,)) if trad else \
+        concatenate([p1, p2], -1)
+    if dims < out._shape[-1]:
+        pairs = concatenate([pairs, zeros(lead + (out._shape[-1] - dims,), pairs._dtype)], -1)
+    pairs = pairs.astype(out._dtype)
+    return pairs if moved is None else moved + pairs
 
 
 def _rope_vmap(axes, out, x, offset, *freqs, **params):
     """A batched input gets its batch axis right after the first (the one a vector offset
-    indexes), where the rotation treats it as one more head axis."""
+    indexes), where the rotation treats it as one more head axis; batched offsets or
+    frequencies (MLX's CPU composite takes them) go slice by slice."""
     from .ops import moveaxis
     if any(a is not None for a in axes[1:]):
-        raise ValueError("[rope] vmap over the offset or the frequencies is not supported.")
+        from .vmap import batch_by_loop
+        return batch_by_loop(axes, out, x, offset, *freqs, **params)
     st = _stream_of(out)
     moved = moveaxis(x, axes[0], 1, stream=st) if axes[0] != 1 else x
     return _rope_node(moved, offset, freqs[0] if freqs else None, params, st), 1

@@ -14,7 +14,7 @@ import numpy as np
 
 from . import dtypes as dt
 from .ops import build as b
-from .ops.rules import along_axes
+from .ops.rules import along_axes, via
 
 _NORMS = ("backward", "ortho", "forward")
 
@@ -233,7 +233,39 @@ def _stft(xp, x, window, n_fft, hop, center, pad_mode, norm, onesided):
     return xp.swapaxes(spec, -1, -2).astype(xp.complex64, copy=False)
 
 
-_STFT = b.make("stft", _stft)
+def _frame_index(n, n_fft, hop, center, pad_mode):
+    """Which input sample each (frame, offset) of the padded signal reads, as NumPy ints
+    (-1: a zero of constant padding)."""
+    sample = np.arange(n)
+    if center:
+        extra = {"constant_values": -1} if pad_mode == "constant" else {}
+        sample = np.pad(sample, (n_fft // 2, n_fft // 2), mode=pad_mode, **extra)
+    count = 1 + (sample.shape[0] - n_fft) // hop
+    return sample[np.arange(count)[:, None] * hop + np.arange(n_fft)]
+
+
+def _window_of(window, n_fft):
+    """`_centered` from ops: the window's real part, zero-padded on both sides to n_fft."""
+    from .ops import pad, real
+    w = real(window) if window._dtype.kind == "c" else window.astype(dt.float32)
+    left = (n_fft - w._shape[0]) // 2
+    return pad(w, [(left, n_fft - w._shape[0] - left)])
+
+
+def _stft_composite(x, window, n_fft, hop, center, pad_mode, norm, onesided):
+    """The frames gathered by index, windowed and transformed (the rules' path)."""
+    from .ops import swapaxes, take
+    idx = _frame_index(x._shape[-1], n_fft, hop, center, pad_mode)
+    frames = take(x, b.array(np.maximum(idx, 0).astype(np.int32)), axis=-1)
+    if (idx < 0).any():
+        frames = frames * b.array((idx >= 0).astype(np.float32))
+    frames = frames * _window_of(window, n_fft)
+    kind = "rfftn" if onesided else "fftn"
+    spec = _build(frames, (n_fft,), (frames.ndim - 1,), norm, kind, kind, None)
+    return swapaxes(spec, -1, -2)
+
+
+_STFT = b.make("stft", _stft, **via(_stft_composite))
 
 
 def _window_input(window, win_length, n_fft, op):
@@ -326,7 +358,34 @@ def _istft(xp, spec, window, n_fft, hop, center, norm, onesided, length):
     return xp.ascontiguousarray(out)
 
 
-_ISTFT = b.make("istft", _istft)
+def _istft_composite(spec, window, n_fft, hop, center, norm, onesided, length):
+    """Overlap-add as scatter-adds of the windowed frames and of the squared window."""
+    from .ops import pad, real, swapaxes, tile, where, zeros
+    frames = swapaxes(spec, -1, -2)
+    kind = "irfftn" if onesided else "ifftn"
+    frames = _build(frames, (n_fft,), (frames.ndim - 1,), norm, kind, kind, None)
+    if not onesided:
+        frames = real(frames)
+    w = _window_of(window, n_fft)
+    frames = frames * w
+    count = frames._shape[-2]
+    end = n_fft + hop * (count - 1)
+    idx = b.array((np.arange(count)[:, None] * hop + np.arange(n_fft)).reshape(-1)
+                  .astype(np.int32))
+    lead = frames._shape[:-2]
+    flat = frames.reshape(lead + (count * n_fft,))
+    out = zeros(lead + (end,), dt.float32).at[(Ellipsis, idx)].add(flat)
+    env = zeros((end,), dt.float32).at[idx].add(tile(w * w, count))
+    out = out / where(env > 1e-11, env, 1.0)
+    start = n_fft // 2 if center else 0
+    stop = end - (n_fft // 2 if center else 0) if length is None else start + length
+    out = out[..., start:min(stop, end)]
+    if stop > end:
+        out = pad(out, [(0, 0)] * (out.ndim - 1) + [(0, stop - end)])
+    return out
+
+
+_ISTFT = b.make("istft", _istft, **via(_istft_composite))
 
 
 def istft(stft_matrix, n_fft=None, hop_length=None, win_length=None, window=None,

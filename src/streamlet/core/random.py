@@ -21,6 +21,7 @@ import numpy as np
 from . import stream as _stream
 from .ops import build as b
 from .ops import elementwise as ew
+from .ops import rules
 from .ops import threefry as tf
 from .ops.build import dt
 from .ops.creation import _cast
@@ -250,7 +251,13 @@ NORMAL = b.make("normal", _normal_kernel)
 GUMBEL = b.make("gumbel", _gumbel_kernel)
 PERMUTATION = b.make("permutation", _permutation_kernel)
 TAKE = b.make("permutation_take", _take_kernel)
-ERF = b.make("truncated_normal_erf", _erf_kernel)
+def _erf_derivative(x, y):
+    return (2 / math.sqrt(math.pi)) * ew.exp(-ew.square(x))
+
+
+# truncated_normal's bounds are differentiable, as MLX's (its CDF is an erf of them)
+ERF = b.make("truncated_normal_erf", _erf_kernel, vmap=rules.elementwise_vmap,
+             shape=rules.broadcast_shape, **rules.from_derivative(_erf_derivative))
 LOG1P = b.make("laplace_log1p", lambda xp, a: log1pf_glibc(xp, a))  # MLX's CPU log1p
 SQRT_COV = b.make("multivariate_normal_sqrt_cov", _sqrt_cov_kernel)
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import build as bl
 from .build import dt
+from .rules import via
 
 
 _HALF = (dt.float16.np, dt.bfloat16.np)
@@ -186,9 +187,9 @@ def _linalg(fn, what):
     return kernel
 
 
-def _op(name, fn, what=None, multi=False):
+def _op(name, fn, what=None, multi=False, **rules):
     kernel = _linalg(fn, what or f"[linalg.{name}] failed")
-    return bl.make(f"linalg.{name}", kernel, multi=multi)
+    return bl.make(f"linalg.{name}", kernel, multi=multi, **rules)
 
 
 def _unary(prim, a, shape, d, st, **params):
@@ -368,13 +369,13 @@ def _cholesky(xp, a, upper):
     return np.swapaxes(out, -1, -2) if upper else out
 
 
-def _det(xp, a, out):
-    return xp.asarray(xp.linalg.det(a)).astype(out)
+def _det(xp, a, result):
+    return xp.asarray(xp.linalg.det(a)).astype(result)
 
 
-def _slogdet(xp, a, out):
+def _slogdet(xp, a, result):
     sign, logdet = xp.linalg.slogdet(a)
-    return xp.asarray(sign).astype(out), xp.asarray(logdet).astype(out)
+    return xp.asarray(sign).astype(result), xp.asarray(logdet).astype(result)
 
 
 def _solve_tri(xp, a, y, upper):
@@ -385,19 +386,119 @@ def _solve(xp, a, y, vector):
     return xp.linalg.solve(a, y[..., None])[..., 0] if vector else xp.linalg.solve(a, y)
 
 
+# -- transform rules (built from ops; the factorizations MLX 0.32.4 does not differentiate,
+# cholesky, qr, svd, eig, eigh, lu and pinv, have none) -------------------------------------
+def _mT(m):
+    from .shape import swapaxes
+    return swapaxes(m, -1, -2)
+
+
+def _triangle_of(m, upper):
+    from .arrange import tril, triu
+    return triu(m) if upper else tril(m)
+
+
+def _inv_vjp(c, out, a):
+    return (lambda: -(_mT(out) @ c @ _mT(out)),)  # d inv(a) = -inv(a) da inv(a)
+
+
+def _inv_jvp(t, out, a):
+    return -(out @ t[0] @ out)
+
+
+def _tri_inv_vjp(c, out, a, upper):
+    return (lambda: _triangle_of(-(_mT(out) @ c @ _mT(out)), upper),)
+
+
+def _tri_inv_jvp(t, out, a, upper):
+    return -(out @ _triangle_of(t[0], upper) @ out)
+
+
+def _solve_vjp(c, out, a, y, vector):
+    """x = a^-1 y: y's cotangent solves with a^T, a's is minus it times x^T."""
+    from .shape import expand_dims
+    cy = solve(_mT(a), expand_dims(c, -1))[..., 0] if vector else solve(_mT(a), c)
+    if vector:
+        return lambda: -(expand_dims(cy, -1) * expand_dims(out, -2)), cy
+    return lambda: -(cy @ _mT(out)), cy
+
+
+def _solve_jvp(t, out, a, y, vector):
+    from .shape import expand_dims
+    rhs = t[1]
+    if t[0] is not None:
+        moved = (t[0] @ expand_dims(out, -1))[..., 0] if vector else t[0] @ out
+        rhs = -moved if rhs is None else rhs - moved
+    return solve(a, rhs)
+
+
+def _solve_tri_vjp(c, out, a, y, upper):
+    cy = solve_triangular(_mT(a), c, upper=not upper)
+    return lambda: _triangle_of(-(cy @ _mT(out)), upper), cy
+
+
+def _solve_tri_jvp(t, out, a, y, upper):
+    rhs = t[1]
+    if t[0] is not None:
+        moved = _triangle_of(t[0], upper) @ out
+        rhs = -moved if rhs is None else rhs - moved
+    return solve_triangular(a, rhs, upper=upper)
+
+
+def _cholesky_inv_composite(a, upper):
+    f = _triangle_of(a, upper)
+    return inv(_mT(f) @ f if upper else f @ _mT(f))
+
+
+def _det_vjp(c, d, a, result):  # d det = det tr(a^-1 da)
+    from .shape import expand_dims
+    return (lambda: expand_dims(c * d, (-2, -1)) * _mT(inv(a)),)
+
+
+def _det_jvp(t, d, a, result):
+    from .reduction import sum as sum_
+    return d * sum_(_mT(inv(a)) * t[0], axis=(-2, -1))
+
+
+def _slogdet_vjp(cots, results, a, result, outs):
+    from .shape import expand_dims
+    c = cots[1]  # the sign is piecewise constant
+    return (None if c is None else lambda: expand_dims(c, (-2, -1)) * _mT(inv(a)),)
+
+
+def _slogdet_jvp(t, results, a, result, outs):
+    from .creation import zeros_like
+    from .reduction import sum as sum_
+    return [zeros_like(results[0]), sum_(_mT(inv(a)) * t[0], axis=(-2, -1))]
+
+
+def _matrices_vmap(axes, out, a, **params):
+    """Ops on stacks of matrices: the batch axis goes first, the kernel takes it along."""
+    from .rules import rebuild, to_front
+    a = to_front(a, axes[0])
+    return rebuild(out, (a,), (a._shape[0],) + out._shape), 0
+
+
 _SINGULAR = "The matrix is singular"
-_INV = _op("inv", lambda xp, a: xp.linalg.inv(a), f"[linalg.inv] {_SINGULAR}")
-_TRI_INV = _op("tri_inv", _tri_inv, f"[linalg.tri_inv] {_SINGULAR}")
-_CHOL = _op("cholesky", _cholesky)
-_CHOL_INV = _op("cholesky_inv", _cholesky_inv, f"[linalg.cholesky_inv] {_SINGULAR}")
-_SOLVE = _op("solve", _solve, f"[linalg.solve] {_SINGULAR}")
-_SOLVE_TRI = _op("solve_triangular", _solve_tri, f"[linalg.solve_triangular] {_SINGULAR}")
-_PINV = _op("pinv", lambda xp, a: xp.linalg.pinv(a), "[linalg.pinv] SVD did not converge")
-_DET, _SLOGDET = _op("det", _det), _op("slogdet", _slogdet, multi=True)
+_INV = _op("inv", lambda xp, a: xp.linalg.inv(a), f"[linalg.inv] {_SINGULAR}",
+           vjp=_inv_vjp, jvp=_inv_jvp, vmap=_matrices_vmap)
+_TRI_INV = _op("tri_inv", _tri_inv, f"[linalg.tri_inv] {_SINGULAR}", vjp=_tri_inv_vjp,
+               jvp=_tri_inv_jvp, vmap=_matrices_vmap)
+_CHOL = _op("cholesky", _cholesky, vmap=_matrices_vmap)
+_CHOL_INV = _op("cholesky_inv", _cholesky_inv, f"[linalg.cholesky_inv] {_SINGULAR}",
+                **via(_cholesky_inv_composite))
+_SOLVE = _op("solve", _solve, f"[linalg.solve] {_SINGULAR}", vjp=_solve_vjp, jvp=_solve_jvp)
+_SOLVE_TRI = _op("solve_triangular", _solve_tri, f"[linalg.solve_triangular] {_SINGULAR}",
+                 vjp=_solve_tri_vjp, jvp=_solve_tri_jvp)
+_PINV = _op("pinv", lambda xp, a: xp.linalg.pinv(a), "[linalg.pinv] SVD did not converge",
+            vmap=_matrices_vmap)
+_DET = _op("det", _det, vjp=_det_vjp, jvp=_det_jvp, vmap=_matrices_vmap)
+_SLOGDET = _op("slogdet", _slogdet, multi=True, vjp=_slogdet_vjp, jvp=_slogdet_jvp)
 _QR, _SVD = _op("qr", _qr, multi=True), _op("svd", _svd, multi=True)
-_SVDVALS = _op("svd", _svdvals)
-_EIG, _EIGVALS = _op("eig", _eig, multi=True), _op("eigvals", _eigvals)
-_EIGH, _EIGVALSH = _op("eigh", _eigh, multi=True), _op("eigvalsh", _eigvalsh)
+_SVDVALS = _op("svd", _svdvals, vmap=_matrices_vmap)
+_EIG, _EIGVALS = _op("eig", _eig, multi=True), _op("eigvals", _eigvals, vmap=_matrices_vmap)
+_EIGH = _op("eigh", _eigh, multi=True)
+_EIGVALSH = _op("eigvalsh", _eigvalsh, vmap=_matrices_vmap)
 _LU, _LU_FACTOR = _op("lu", _lu, multi=True), _op("lu_factor", _lu_factor, multi=True)
 
 
@@ -474,7 +575,7 @@ def det(a, *, stream=None):
     """Determinant; integers give float32, float16 and bfloat16 keep their type."""
     st = bl.resolve(stream)
     a, out = _det_input(a, "linalg::det", st)
-    return _unary(_DET, a, a._shape[:-2], out, st, out=out.np)
+    return _unary(_DET, a, a._shape[:-2], out, st, result=out.np)
 
 
 def slogdet(a, *, stream=None):
@@ -482,7 +583,7 @@ def slogdet(a, *, stream=None):
     st = bl.resolve(stream)
     a, out = _det_input(a, "linalg::slogdet", st)
     shape = a._shape[:-2]
-    return bl.multi(_SLOGDET, (a,), [(shape, out), (shape, out)], {"out": out.np}, st)
+    return bl.multi(_SLOGDET, (a,), [(shape, out), (shape, out)], {"result": out.np}, st)
 
 
 def qr(a, *, stream=None):
@@ -629,17 +730,56 @@ def solve_triangular(a, b, *, upper=False, stream=None):
 _MATRIX_ORDS = (1, -1, 2, -2, math.inf, -math.inf, "fro", "nuc")
 
 
-def _norm(xp, x, ord, axis, keepdims, compute, out):
+def _norm(xp, x, ord, axis, keepdims, compute, result):
     x = bl.cast(x, compute)
     if axis is None:
         ones = (1,) * x.ndim
         x, axis = x.reshape(-1), 0
         if keepdims:
-            return xp.asarray(xp.linalg.norm(x, ord=ord)).astype(out).reshape(ones)
-    return xp.asarray(xp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)).astype(out)
+            return xp.asarray(xp.linalg.norm(x, ord=ord)).astype(result).reshape(ones)
+    return xp.asarray(xp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)).astype(result)
 
 
-_NORM = bl.make("linalg.norm", _norm)
+def _norm_composite(x, ord, axis, keepdims, compute, result):
+    """The norm from ops (NumPy's meanings of `ord`), for the transforms."""
+    from .elementwise import abs as abs_, power, sqrt
+    from .reduction import max as max_, min as min_, sum as sum_
+    from .shape import reshape, squeeze
+    x = x.astype(dt.from_numpy(compute))
+    ones = (1,) * x.ndim
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+        if keepdims:
+            return reshape(_norm_composite(x, ord, 0, True, compute, result), ones)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    m = abs_(x) if x._dtype.kind == "c" or ord not in (None, 2, "fro") else x
+    if ord in (None, 2, "fro") and (len(axes) == 1 or ord != 2):
+        r = sqrt(sum_(m * m if m._dtype.kind != "c" else abs_(m) ** 2, axes, keepdims=True))
+    elif len(axes) == 2 and ord in (1, -1, math.inf, -math.inf):
+        summed, picked = (axes[0], axes[1]) if ord in (1, -1) else (axes[1], axes[0])
+        pick = max_ if ord > 0 else min_
+        r = pick(sum_(m, summed, keepdims=True), picked, keepdims=True)
+    elif len(axes) == 2:  # 2, -2, "nuc": through the singular values (no vjp, as MLX)
+        from .shape import expand_dims, transpose
+        rest = [i for i in range(x.ndim) if i not in axes]
+        sv = svd(transpose(x, rest + list(axes)), compute_uv=False)
+        r = expand_dims({2: max_, -2: min_, "nuc": sum_}[ord](sv, -1), tuple(sorted(axes)))
+    elif ord == math.inf:
+        r = max_(m, axes, keepdims=True)
+    elif ord == -math.inf:
+        r = min_(m, axes, keepdims=True)
+    elif ord == 0:
+        r = sum_((m != 0).astype(m._dtype), axes, keepdims=True)
+    elif ord == 1:
+        r = sum_(m, axes, keepdims=True)
+    else:
+        r = power(sum_(power(m, ord), axes, keepdims=True), 1.0 / ord)
+    if not keepdims:
+        r = squeeze(r, axes)
+    return r.astype(dt.from_numpy(result))
+
+
+_NORM = bl.make("linalg.norm", _norm, **via(_norm_composite))
 
 
 def _norm_axes(a, ord, axis, op):
@@ -683,7 +823,7 @@ def norm(a, /, ord=None, axis=None, keepdims=False, *, stream=None):
         tuple(n for i, n in enumerate(a._shape) if i not in red)
     ax = None if axes is None else (axes[0] if len(axes) == 1 else axes)
     return bl.node(_NORM, (a,), shape, out, {"ord": ord, "axis": ax, "keepdims": bool(keepdims),
-                                             "compute": compute.np, "out": out.np}, st)
+                                             "compute": compute.np, "result": out.np}, st)
 
 
 def _cross(xp, x, y, axis, dtype):
@@ -699,7 +839,20 @@ def _cross(xp, x, y, axis, dtype):
     return bl.cast(xp.moveaxis(out, -1, axis), dtype)
 
 
-_CROSS = bl.make("linalg.cross", _cross)
+def _cross_composite(x, y, axis, dtype):
+    from .shape import concatenate, moveaxis, stack
+    d = dt.from_numpy(dtype)
+    nd = max(x.ndim, y.ndim)
+    x, y = (v.astype(d) for v in (x, y))
+    x, y = (moveaxis(v.reshape((1,) * (nd - v.ndim) + v._shape), axis, -1) for v in (x, y))
+    x, y = (v if v._shape[-1] == 3 else concatenate([v, v[..., :1] * 0], -1) for v in (x, y))
+    x1, x2, x3 = x[..., 0], x[..., 1], x[..., 2]
+    y1, y2, y3 = y[..., 0], y[..., 1], y[..., 2]
+    return moveaxis(stack([x2 * y3 - x3 * y2, x3 * y1 - x1 * y3, x1 * y2 - x2 * y1], -1), -1,
+                    axis)
+
+
+_CROSS = bl.make("linalg.cross", _cross, **via(_cross_composite))
 
 
 def cross(a, b, axis=-1, *, stream=None):

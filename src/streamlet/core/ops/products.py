@@ -180,21 +180,29 @@ def _einsum_terms(subscripts, operands):
 
 def _einsum_vjp(c, out, *operands, subscripts, dtype):
     """The cotangent of operand i is an einsum of the output's cotangent and the other
-    operands into operand i's indices (a ones vector stands for an index only it has)."""
-    from .creation import ones
+    operands into operand i's indices (a ones vector stands for an index only it has; an
+    index repeated in operand i is renamed, an identity matrix joining the two names)."""
+    from .creation import eye, ones
     terms, res = _einsum_terms(subscripts, operands)
+    used = set(res).union(*terms)
+    fresh = [ch for ch in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+             if ch not in used]
 
     def grad(i):
         t = terms[i]
-        if len(set(t)) != len(t):
-            raise ValueError("[einsum] No vjp for an operand with a repeated index "
-                             f"('{t}' in '{subscripts}').")
         others = [(terms[j], operands[j]) for j in range(len(operands)) if j != i]
         have = set(res).union(*[set(tj) for tj, _ in others])
         sizes = dict(zip(t, operands[i]._shape))
-        extra = [(ch, ones((sizes[ch],), c._dtype)) for ch in t if ch not in have]
-        spec = ",".join([res] + [tj for tj, _ in others] + [ch for ch, _ in extra]) + "->" + t
-        return lambda: einsum(spec, c, *[x for _, x in others], *[v for _, v in extra])
+        extra = [(ch, ones((sizes[ch],), c._dtype)) for ch in dict.fromkeys(t) if ch not in have]
+        target, deltas, names = "", [], iter(fresh)
+        for ch in t:
+            if ch in target:  # a repeated index: the gradient lives on the diagonal
+                new = next(names)
+                deltas.append((ch + new, eye(sizes[ch], dtype=c._dtype)))
+                ch = new
+            target += ch
+        spec = ",".join([res] + [tj for tj, _ in others + extra + deltas]) + "->" + target
+        return lambda: einsum(spec, c, *[x for _, x in others + extra + deltas])
     return tuple(grad(i) for i in range(len(operands)))
 
 
@@ -431,7 +439,24 @@ def _convolve(xp, x, y, mode, dtype):
     return xp.convolve(b.cast(x, dtype), b.cast(y, dtype), mode)
 
 
-_CONVOLVE = b.make("convolve", _convolve)
+def _convolve_composite(x, y, mode, dtype):
+    """The outer product with row i shifted right by i (padded, flattened, cut, folded),
+    summed over rows: the full convolution; 'same' and 'valid' are slices of it."""
+    from .arrange import pad
+    from .reduction import sum as sum_
+    from .shape import reshape
+    n, m = x._shape[0], y._shape[0]
+    d = dt.from_numpy(dtype)
+    outer = reshape(x.astype(d), (n, 1)) * reshape(y.astype(d), (1, m))
+    skewed = reshape(pad(outer, ((0, 0), (0, n))), (n * (n + m),))[:n * (n + m - 1)]
+    full = sum_(reshape(skewed, (n, n + m - 1)), axis=0)
+    lo, hi = min(n, m), max(n, m)
+    start = {"full": 0, "same": (lo - 1) // 2, "valid": lo - 1}[mode]
+    stop = {"full": n + m - 1, "same": start + hi, "valid": hi}[mode]
+    return full[start:stop]
+
+
+_CONVOLVE = b.make("convolve", _convolve, **via(_convolve_composite))
 
 
 def convolve(a, v, /, mode="full", *, stream=None):

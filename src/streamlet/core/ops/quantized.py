@@ -182,7 +182,7 @@ def _rounded(xp, x, name):
 _PARAMS = b.make("quantize.params", _affine_params)
 _PACK = b.make("quantize.pack", _affine_pack)
 _COMPONENT = b.make("quantize.component", _component)
-def _dequantize_vjp(c, out, w, scales, biases, group_size, bits, dtype, sname, bname):
+def _dequantize_vjp(c, out, w, scales, biases, group_size, bits, dtype, names):
     """Per group, the scale's cotangent is the cotangent dotted with the unscaled values,
     the bias's its sum; none for the packed integers."""
     from .creation import ones_like, zeros_like
@@ -197,7 +197,7 @@ def _dequantize_vjp(c, out, w, scales, biases, group_size, bits, dtype, sname, b
     return None, d_scales, lambda: sum_(grouped, -1)
 
 
-def _dequantize_jvp(t, out, w, scales, biases, group_size, bits, dtype, sname, bname):
+def _dequantize_jvp(t, out, w, scales, biases, group_size, bits, dtype, names):
     from .creation import ones_like, zeros_like
     from .shape import expand_dims, flatten, unflatten
     total = None

@@ -105,6 +105,21 @@ def _logcumsumexp_vjp(c, out, x, axis, reverse, inclusive, dtype):
     return (side(greater(c, 0)) - side(less(c, 0)),)
 
 
+def _logcumsumexp_jvp(t, out, x, axis, reverse, inclusive, dtype):
+    """sum over the window of exp(x_j - out_i) t_j, the tangent split by sign as in the vjp
+    (an empty window, the first place of an exclusive scan, gives 0)."""
+    from .elementwise import abs as abs_, exp, greater, isneginf, less, log, where
+    tx = t[0]
+    lowest = b.const(dt.finfo(out._dtype).min, out._dtype)
+    shifted = log(abs_(tx)) + x
+
+    def side(keep):
+        lg = where(keep, shifted, lowest)
+        return exp(logcumsumexp(lg, axis, reverse=reverse, inclusive=inclusive)  # noqa: F821
+                   - out)
+    return where(isneginf(out), b.const(0, out._dtype), side(greater(tx, 0)) - side(less(tx, 0)))
+
+
 def _extreme_scan_vjp(c, out, x, axis, reverse, inclusive, dtype):
     """cummax/cummin: each position's cotangent goes to the element holding the running
     extreme there (ties: the latest in scan order)."""
@@ -137,7 +152,7 @@ _SCAN_RULES = {
     "cumprod": {"vjp": _cumprod_vjp},
     "cummax": {"vjp": _extreme_scan_vjp},
     "cummin": {"vjp": _extreme_scan_vjp},
-    "logcumsumexp": {"vjp": _logcumsumexp_vjp},
+    "logcumsumexp": {"vjp": _logcumsumexp_vjp, "jvp": _logcumsumexp_jvp},
 }
 
 
