@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
 from . import dtypes as dt
+from .convert import create, numpy_view
 from .graph import TRACING, Node, Primitive
+from .memory import TRACK_BYTES, track as track_memory
 from .scheduler import StreamError
 from .stream import resolve
 
@@ -22,14 +23,18 @@ class array:
     """
 
     __slots__ = ("_node", "_shape", "_dtype", "__weakref__")
-    __array_priority__ = 100  # NumPy defers `ndarray + array` to us
 
     def __init__(self, val, dtype=None):
-        data = _to_numpy(val, None if dtype is None else dt.as_dtype(dtype))
-        d = dt.from_numpy(data.dtype)
-        self._node = Node(data.shape, d, data=data)
-        self._shape = data.shape
+        made = create(val, dtype, True)
+        if isinstance(made, array):
+            self._node, self._shape, self._dtype = made._node, made._shape, made._dtype
+            return
+        d = dt.from_numpy(made.dtype)
+        self._node = Node(made.shape, d, data=made)
+        self._shape = made.shape
         self._dtype = d
+        if made.nbytes >= TRACK_BYTES:
+            track_memory(made)
 
     def _rebind(self, other) -> "array":
         """Point this handle at `other`'s node (in-place operators, `a[i] = v`)."""
@@ -81,18 +86,27 @@ class array:
         return self._host().tolist()
 
     def __array__(self, dtype=None, copy=None):
-        out = self._host()
-        if dtype is not None:
-            out = out.astype(dtype, copy=bool(copy))
-        elif copy:
-            out = out.copy()
-        else:
-            out = out.view()
-            out.flags.writeable = False
-        return out
+        """A NumPy view of the array's buffer (writing to it writes to the array, as in
+        MLX), or a copy with `copy=True`, or in `dtype`."""
+        data = self._host()
+        if copy:
+            return np.array(data, dtype=dtype, copy=True)
+        if dtype is not None and np.dtype(dtype) != data.dtype:
+            if copy is False:
+                raise ValueError(f"[array] Cannot convert {self._dtype.name} to "
+                                 f"{np.dtype(dtype)} without a copy.")
+            return data.astype(dtype)
+        return numpy_view(self, data)
 
     def __buffer__(self, flags):
-        return memoryview(self.__array__())
+        return memoryview(numpy_view(self, self._host()))
+
+    def __format__(self, spec):
+        if self._shape:
+            if spec:
+                raise TypeError("unsupported format string passed to mx.array.__format__")
+            return repr(self)
+        return format(self.item(), spec)
 
     def _exported(self):
         """The evaluated buffer as the backend hands it to DLPack consumers."""
@@ -137,8 +151,8 @@ class array:
         return complex(self.item())
 
     def __index__(self):
-        if self._dtype.kind not in "iub":
-            raise TypeError("Only integer arrays can be used as an index.")
+        if self._shape or self._dtype.kind not in "iu":
+            raise TypeError("Only 0-dimensional integer arrays can be converted to an index.")
         return int(self.item())
 
     __hash__ = object.__hash__
@@ -153,53 +167,7 @@ class array:
         return wrap(self._node)
 
     def __deepcopy__(self, memo):
-        return array(np.array(self.__array__(), copy=True), self._dtype)
-
-
-def _to_numpy(val, dtype) -> np.ndarray:
-    """Convert what `array()` accepts to a NumPy array of the MLX dtype it takes."""
-    if isinstance(val, array):
-        data = val._host()
-        return data if dtype is None else data.astype(dtype.np)
-    if isinstance(val, (bool, numbers.Number)) and not isinstance(val, np.generic):
-        target = dtype or _python_scalar_dtype(val)
-        return np.asarray(val, dtype=target.np)
-    if isinstance(val, (list, tuple)):
-        data = np.asarray(_unwrap(val))
-        if dtype is None:
-            dtype = _list_dtype(data)
-        return data.astype(dtype.np, copy=False)
-    if hasattr(val, "__array__") or hasattr(val, "__dlpack__"):
-        data = np.asarray(val)
-        if dtype is None:
-            dtype = dt.float32 if data.dtype == np.float64 else dt.from_numpy(data.dtype)
-        return np.array(data, dtype=dtype.np, copy=True)
-    raise TypeError(f"[array] Cannot make an array from an object of type {type(val).__name__}.")
-
-
-def _unwrap(val):
-    return [_unwrap(v) if isinstance(v, (list, tuple)) else
-            (v._host() if isinstance(v, array) else v) for v in val]
-
-
-def _python_scalar_dtype(v):
-    if isinstance(v, int) and not isinstance(v, bool) and not -2**31 <= v < 2**31:
-        return dt.int64
-    return dt.scalar_dtype(v)
-
-
-def _list_dtype(data):
-    kind = data.dtype.kind
-    if kind == "b":
-        return dt.bool_
-    if kind in "iu":
-        return dt.int32 if data.size == 0 or (data.min() >= -2**31 and data.max() < 2**31) \
-            else dt.int64
-    if kind == "f":
-        return dt.float32 if data.dtype == np.float64 else dt.from_numpy(data.dtype)
-    if kind == "c":
-        return dt.complex64
-    raise TypeError(f"[array] Cannot make an array from a list of {data.dtype}.")
+        return array(self)
 
 
 def format_array(data: np.ndarray, dtype) -> str:
@@ -227,6 +195,16 @@ def raise_error(n):
     err = n.error
     err.reported = True
     raise RuntimeError(str(err)) from err
+
+
+def leaf(data, state=None) -> array:
+    """An evaluated array around the buffer `data` itself (on `state`'s device if given)."""
+    return wrap(Node(tuple(data.shape), dt.from_numpy(data.dtype), stream=state, data=data))
+
+
+def to_array(x) -> array:
+    """`x` itself if it is an array, else an evaluated array around the NumPy array `x`."""
+    return x if isinstance(x, array) else leaf(x)
 
 
 def wrap(n) -> array:
@@ -270,4 +248,4 @@ def node(prim, inputs, shape, dtype, params, state) -> array:
     return a
 
 
-__all__ = ["array", "alias", "const", "node", "wrap", "StreamError"]
+__all__ = ["array", "alias", "const", "leaf", "node", "to_array", "wrap", "StreamError"]

@@ -1,10 +1,10 @@
 """Memory queries (`get_active_memory`, `get_peak_memory`, limits, cache) from our own accounting.
 
 The scheduler reports each new output buffer with `track(data)`; buffers of
-`TRACK_BYTES` or more are counted until they are freed (a weak reference's callback
-takes them off), smaller ones are not counted: watching each would cost more than
-the op that made it (a weak reference is about 1 µs, an op on 16 floats under 1 µs).
-A view is charged to the buffer it views, once.
+`TRACK_BYTES` (4 KiB: 1024 float32) or more are counted until they are freed (a weak
+reference's callback takes them off), smaller ones are not counted: watching each would
+cost more than the op that made it (a weak reference is about 1 µs, an op on 16 floats
+under 1 µs, on 1024 floats a few µs).  A view is charged to the buffer it views, once.
 
 NumPy frees memory straight to the allocator, so the CPU keeps no cache: the cache
 is CuPy's memory pool where one is in use.
@@ -16,7 +16,7 @@ import sys
 import threading
 import weakref
 
-TRACK_BYTES = 1 << 16
+TRACK_BYTES = 1 << 12
 
 
 class Account:

@@ -1,0 +1,337 @@
+"""Python values to arrays and arrays to NumPy, as MLX 0.32.4 converts them.
+
+`create(v, dtype, copy)` is what `array(v, dtype)` (copy=True), `asarray(v, dtype, copy=)`
+and `from_dlpack(v, copy=)` make of `v` (MLX's python/src/convert.cpp, `create_array`):
+- objects with `__dlpack__` or the buffer protocol (NumPy arrays and scalars, bytes,
+  memoryview, ...) are copied, keeping their strides (a transposed or broadcast source
+  stays so); float64 becomes float32 and complex128 complex64 unless `dtype` says
+  otherwise; negative strides and dimensions beyond 32 bits raise.  `copy=False` raises
+  on the CPU, as MLX's CPU build does (only unified memory lets MLX adopt a host
+  buffer); a CUDA source is shared with `copy=False`, copied otherwise;
+- Python scalars take bool, int32 (int64 when the value needs it), float32, complex64;
+- nested lists and tuples of Python scalars take the widest of those kinds; lists
+  holding arrays are `stack`ed (so the result stays in the graph and promotes as `stack`
+  does: uint8 with int8 is int16); anything else in a list raises ValueError;
+- arrays are cast to `dtype` (copied when `copy` is True), objects with `__mlx_array__`
+  are what it returns.
+
+`numpy_view(owner, data)` is the NumPy array `np.asarray(a)` hands out: a view of the
+array's buffer (writable, as in MLX, unless the buffer is read-only) that keeps the
+array handle alive while it lives.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import array as _arrays  # the module: it imports this one
+from . import dtypes as dt
+
+_BOOL, _INT, _FLOAT, _COMPLEX = range(4)  # kinds of Python scalars, in promotion order
+_KIND = {bool: _BOOL, int: _INT, float: _FLOAT, complex: _COMPLEX}
+_INT32_MIN, _INT32_MAX = -2 ** 31, 2 ** 31 - 1
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_NARROW = {np.dtype(np.float64): dt.float32, np.dtype(np.complex128): dt.complex64}
+_HEAPTYPE = 1 << 9
+_CUDA = 2
+
+
+def type_name(x) -> str:
+    """The name MLX's messages give the type of `x` (`str`, `ndarray`, `__main__.A`)."""
+    t = type(x)
+    return f"{t.__module__}.{t.__name__}" if t.__flags__ & _HEAPTYPE else t.__name__
+
+
+def _invalid(x):
+    return ValueError(f"Invalid type {type_name(x)} received in array initialization.")
+
+
+def create(v, dtype=None, copy=None):
+    """`v` as a NumPy array (the data of a new array) or an array (a lazy op).
+
+    >>> create([1, 2.5]).dtype
+    dtype('float32')
+    """
+    t = type(v)
+    if t is list or t is tuple:
+        _no_copy(copy)
+        return _from_sequence(v, dtype)
+    if t in _KIND:
+        _no_copy(copy)
+        return _from_scalar(v, t, dtype)
+    if isinstance(v, _arrays.array):
+        _no_copy(copy)
+        return _cast(v, dtype, copy)
+    if is_buffer(v):
+        return from_buffer(v, dtype, copy)
+    _no_copy(copy)
+    for kind in (bool, int, float, complex):  # subclasses of the Python scalars
+        if isinstance(v, kind):
+            return _from_scalar(v, kind, dtype)
+    if isinstance(v, (list, tuple)):
+        return _from_sequence(v, dtype)
+    if hasattr(v, "__mlx_array__"):
+        return _cast(v.__mlx_array__(), dtype, False)
+    if v is None:
+        raise TypeError("[array] Cannot make an array from None.")
+    raise _invalid(v)
+
+
+def _no_copy(copy):
+    if copy is False:
+        raise ValueError("Unable to avoid copy while creating an array as requested.")
+
+
+def _cast(a, dtype, copy):
+    from .ops.creation import _ASTYPE, astype
+    from .ops.build import node, resolve
+    d = a._dtype if dtype is None else dt.as_dtype(dtype)
+    if not copy:
+        return astype(a, d)
+    return node(_ASTYPE, (a,), a._shape, d, {"dtype": d.np}, resolve(None))
+
+
+# -- Python scalars, lists and tuples --------------------------------------------------
+def _from_scalar(v, kind, dtype):
+    if kind is bool:
+        return _convert(np.array(v, np.bool_), dtype or dt.bool_)
+    if kind is int:
+        wide = not _INT32_MIN <= v <= _INT32_MAX
+        return _ints(v, dtype or (dt.int64 if wide else dt.int32))
+    if kind is float:
+        return _floats(v, dtype or dt.float32)
+    return _complexes(v, dtype or dt.complex64)
+
+
+def _convert(values, d):
+    if values.dtype == d.np:
+        return values
+    with np.errstate(all="ignore"):  # C's conversions, as MLX's: no warnings
+        return values.astype(d.np)
+
+
+def _ints(values, d):
+    if d.kind in "iu":
+        return np.array(values, d.np)  # OverflowError for a value the dtype cannot hold
+    if d is dt.float64 or d.kind == "b":
+        return _convert(np.array(values, np.int64 if d.kind == "b" else np.float64), d)
+    return _convert(np.array(values, np.float32), d)  # as MLX: through float32
+
+
+def _floats(values, d):
+    if d is dt.float64:
+        return np.array(values, np.float64)
+    if type(values) is float and -_FLOAT32_MAX <= values <= _FLOAT32_MAX:
+        return _convert(np.array(values, np.float32), d)
+    with np.errstate(over="ignore"):  # as MLX: through float32, large values to inf
+        return _convert(np.array(values, np.float32), d)
+
+
+def _complexes(values, d):
+    data = np.array(values, np.complex64)
+    return _convert(data if d.kind == "c" else data.real, d)
+
+
+_BUILD = {_BOOL: lambda s, d: _convert(np.array(s, np.bool_), d or dt.bool_),
+          _FLOAT: lambda s, d: _floats(s, d or dt.float32),
+          _COMPLEX: lambda s, d: _complexes(s, d or dt.complex64)}
+
+
+def _from_sequence(seq, dtype):
+    d = None if dtype is None else dt.as_dtype(dtype)
+    shape = _sequence_shape(seq)
+    scan = _Scan(shape)
+    kind = scan.check(seq, 0)
+    if not scan.arrays:
+        if kind == _INT:
+            return _ints(seq, d or (dt.int64 if scan.wide else dt.int32))
+        return _BUILD[kind](seq, d)
+    from .ops import stack
+    return stack([_arrays.to_array(create(x, d)) for x in seq])
+
+
+def _sequence_shape(seq) -> tuple:
+    """The shape the first elements give, as MLX reads it (a list of arrays takes their
+    shape after its length)."""
+    shape = []
+    while True:
+        shape.append(check_dim(len(seq)))
+        if not seq:
+            return tuple(shape)
+        first = seq[0]
+        if isinstance(first, (list, tuple)):
+            seq = first
+            continue
+        if isinstance(first, _arrays.array):
+            shape.extend(first._shape)
+        return tuple(shape)
+
+
+def _scalar_kind(t):
+    """The kind of a Python scalar type (or subclass: NumPy's float64 is a float), else
+    None."""
+    kind = _KIND.get(t)
+    if kind is None:
+        for base, k in _KIND.items():
+            if issubclass(t, base):
+                return k
+    return kind
+
+
+class _Scan:
+    """MLX's check of a nested sequence against its shape: the widest scalar kind in it,
+    whether it holds an int beyond int32 and whether it holds arrays."""
+
+    def __init__(self, shape):
+        self.shape, self.wide, self.arrays = shape, False, False
+
+    def check(self, seq, depth) -> int:
+        shape = self.shape
+        if depth >= len(shape):
+            raise ValueError("Initialization encountered extra dimension.")
+        if len(seq) != shape[depth]:
+            raise ValueError("Initialization encountered non-uniform length.")
+        if not seq:
+            return _FLOAT
+        leaf = depth + 1 == len(shape)
+        if leaf:  # the common case, a row of scalars, judged by the types in it
+            kinds = [_scalar_kind(t) for t in set(map(type, seq))]
+            if None not in kinds:
+                kind = max(kinds)
+                if kind == _INT and not self.wide:
+                    self.wide = not (_INT32_MIN <= min(seq) and max(seq) <= _INT32_MAX)
+                return kind
+        return max(self._element(x, depth, leaf, isinstance(seq[0], tuple)) for x in seq)
+
+    def _element(self, x, depth, leaf, tuples) -> int:
+        # MLX takes a tuple as a row only where the first element of its sequence is one
+        if isinstance(x, list) or (tuples and isinstance(x, tuple)):
+            return self.check(x, depth + 1)
+        if isinstance(x, _arrays.array):
+            self.arrays = True
+            if x._shape != self.shape[depth + 1:]:
+                raise ValueError("Initialization encountered non-uniform length.")
+            return _BOOL
+        if isinstance(x, bool):
+            kind = _BOOL
+        elif isinstance(x, int):
+            kind = _INT
+            self.wide = self.wide or not _INT32_MIN <= x <= _INT32_MAX
+        elif isinstance(x, float):
+            kind = _FLOAT
+        elif isinstance(x, complex):
+            kind = _COMPLEX
+        else:
+            raise _invalid(x)
+        if not leaf:
+            raise ValueError("Initialization encountered non-uniform length.")
+        return kind
+
+
+# -- buffers and DLPack -----------------------------------------------------------------
+def is_buffer(v) -> bool:
+    """What MLX (nanobind) takes as an n-dimensional array: DLPack or the buffer protocol."""
+    if isinstance(v, (np.ndarray, np.generic, bytes, bytearray, memoryview)):
+        return True
+    if hasattr(v, "__dlpack__"):
+        return True
+    if isinstance(v, (str, list, tuple, dict)) or v is None:
+        return False
+    try:
+        memoryview(v)
+    except TypeError:
+        return False
+    return True
+
+
+def check_dim(n: int) -> int:
+    """A dimension as MLX's 32-bit shapes hold it, else MLX's OverflowError."""
+    if not _INT32_MIN <= n <= _INT32_MAX:
+        raise OverflowError(f"Shape dimension {n} is outside the supported range "
+                            f"[{_INT32_MIN}, {_INT32_MAX}]. MLX currently uses 32-bit "
+                            "integers for shape dimensions.")
+    return n
+
+
+def from_buffer(v, dtype=None, copy=None):
+    """An object with `__dlpack__` or the buffer protocol as a NumPy array (a copy that
+    keeps its layout) or, for a CUDA source, an array on the GPU."""
+    if not isinstance(v, np.ndarray):
+        if hasattr(v, "__dlpack__"):
+            device = v.__dlpack_device__()[0] if hasattr(v, "__dlpack_device__") else 1
+            if device == _CUDA:
+                return _from_cuda(v, dtype, copy)
+            v = np.from_dlpack(v)
+        else:
+            v = np.asarray(memoryview(v))
+    src = _NARROW.get(v.dtype) or dt.from_numpy(v.dtype)
+    d = src if dtype is None else dt.as_dtype(dtype)
+    if copy is False:
+        if d is not src:
+            raise ValueError("[convert] Cannot convert array to the requested dtype without "
+                             "a copy.")
+        for n in v.shape:
+            check_dim(n)
+        raise ValueError("[convert] Cannot import a CPU array without a copy.")
+    for n in v.shape:
+        check_dim(n)
+    return copy_layout(v, d.np)
+
+
+def copy_layout(src: np.ndarray, npdtype) -> np.ndarray:
+    """A copy of `src` in `npdtype` with `src`'s strides (MLX copies the memory the strides
+    span, so a broadcast source stays broadcast)."""
+    if src.size and src.ndim and min(src.strides) < 0:
+        raise ValueError("Cannot convert DLPack arrays with negative strides to mlx array.")
+    if src.flags.c_contiguous or any(s % src.itemsize for s in src.strides):
+        return _copy(src, npdtype)
+    steps = [s // src.itemsize for s in src.strides]
+    span = 1 + sum((n - 1) * s for n, s in zip(src.shape, steps))
+    data = _copy(np.lib.stride_tricks.as_strided(src, (span,), (src.itemsize,)), npdtype)
+    return np.lib.stride_tricks.as_strided(data, src.shape, [s * data.itemsize for s in steps])
+
+
+def _copy(src, npdtype):
+    if src.dtype == npdtype:
+        return src.copy(order="K")
+    if src.dtype.kind == "c" and np.dtype(npdtype).kind != "c":
+        src = src.real  # a complex value cast to a real type keeps its real part
+    with np.errstate(all="ignore"):  # C's conversions, as MLX's: no warnings
+        return src.astype(npdtype, order="K")
+
+
+def _from_cuda(v, dtype, copy):
+    from ..backend import gpu_count
+    if gpu_count() == 0:
+        raise ValueError("[from_dlpack] The object lives on a CUDA device but streamlet has no "
+                         "GPU backend here.")
+    import cupy
+
+    from .device import gpu
+    from .stream import default_stream, resolve
+    data = cupy.from_dlpack(v)
+    src = _NARROW.get(np.dtype(data.dtype)) or dt.from_numpy(data.dtype)
+    d = src if dtype is None else dt.as_dtype(dtype)
+    if copy is False and d is not src:
+        raise ValueError("[convert] Cannot convert array to the requested dtype without a "
+                         "copy.")
+    if copy is not False:  # the source may change later: the array must not follow it
+        data = data.astype(d.np, copy=True)
+    return _arrays.leaf(data, resolve(default_stream(gpu)))
+
+
+# -- arrays to NumPy ---------------------------------------------------------------------
+class _Owner:
+    """The base of a NumPy view handed out for an array: the array and its buffer."""
+
+    __slots__ = ("__array_struct__", "array", "__weakref__")
+
+
+def numpy_view(owner, data):
+    """A view of `data` whose base keeps the array `owner` alive (the buffer stays the
+    array's: writing to the view writes to the array, as in MLX)."""
+    if not isinstance(data, np.ndarray):  # a NumPy scalar: a 0-d copy
+        return np.array(data)
+    keep = _Owner()
+    keep.__array_struct__, keep.array = data.__array_struct__, owner
+    view = np.asarray(keep)
+    return view if view.dtype == data.dtype else view.view(data.dtype)
