@@ -208,12 +208,15 @@ def test_unary_operators(rng):
         -mx.array([True])
 
 
-def test_matmul_operator_and_numpy_operand(rng):
+def test_matmul_operator_and_numpy_operand(mlx, rng):
     x = rng.standard_normal((3, 4)).astype(np.float32)
     y = rng.standard_normal((4, 2)).astype(np.float32)
     np.testing.assert_allclose(np.array(mx.array(x) @ mx.array(y)), x @ y, rtol=1e-5)
-    np.testing.assert_allclose(np.array(mx.array(x) @ y), x @ y, rtol=1e-5)
     np.testing.assert_allclose(np.array(mx.array(x) + x), x + x)
+    for M in (mx, mlx):  # `@` takes only arrays, as in MLX
+        for other in (y, 2, [[1.0]] * 4):
+            with pytest.raises(TypeError):
+                M.array(x) @ other
 
 
 def test_inplace_operators_rebind_the_handle(mlx):
@@ -232,13 +235,122 @@ def test_inplace_operators_rebind_the_handle(mlx):
     assert params["w"].tolist() == [0.5, 0.5] and params["b"].tolist() == [-0.5, -0.5]
 
 
-def test_operators_reject_other_types():
-    with pytest.raises(TypeError):
-        mx.array([1, 2]) + "a"
-    with pytest.raises(TypeError):
-        mx.array([1, 2]) * None
-    with pytest.raises(TypeError):
-        mx.array([1, 2]) + object()
+OPERATORS = {"addition": operator.add, "subtraction": operator.sub,
+             "multiplication": operator.mul, "division": operator.truediv,
+             "floor division": operator.floordiv, "modulus": operator.mod,
+             "power": operator.pow, "bitwise and": operator.and_,
+             "bitwise or": operator.or_, "bitwise xor": operator.xor,
+             "left shift": operator.lshift, "right shift": operator.rshift,
+             "less than": operator.lt, "less than or equal": operator.le,
+             "greater than": operator.gt, "greater than or equal": operator.ge}
+INPLACE = {"addition": operator.iadd, "subtraction": operator.isub,
+           "multiplication": operator.imul, "division": operator.itruediv,
+           "floor division": operator.ifloordiv, "modulus": operator.imod,
+           "power": operator.ipow, "bitwise and": operator.iand, "bitwise or": operator.ior,
+           "bitwise xor": operator.ixor, "left shift": operator.ilshift,
+           "right shift": operator.irshift}
+ALIENS = [lambda: "hello", lambda: [1, 2, 3], lambda: (1, 2, 3), lambda: object(), lambda: {},
+          lambda: np.array(["a", "b", "c"]), lambda: np.array([1, 2, 3], dtype=object),
+          lambda: None]
+
+
+def _error(f):
+    """The exception `f()` raises (its type, and its message for a ValueError), or the
+    type of what it returns."""
+    try:
+        out = f()
+    except Exception as exc:  # noqa: BLE001 - the error is what is compared
+        return type(exc).__name__, str(exc) if isinstance(exc, ValueError) else ""
+    return "returned", type(out).__name__
+
+
+@pytest.mark.parametrize("alien", ALIENS, ids=lambda f: type(f()).__name__)
+def test_operators_reject_other_types(mlx, alien):
+    """An operand an array cannot meet raises MLX's ValueError naming the operation (a
+    TypeError for None), reflected and in place alike; `==`/`!=` give False/True."""
+    for name, op in OPERATORS.items():
+        errors = [_error(lambda: op(M.array([1, 2, 3]), alien())) for M in (mx, mlx)]
+        assert errors[0] == errors[1] and errors[0][0] != "returned", name
+        reflected = [_error(lambda: op(alien(), M.array([1, 2, 3])))[0] for M in (mx, mlx)]
+        assert reflected[0] == reflected[1], name
+    for name, op in INPLACE.items():
+        errors = [_error(lambda: op(M.array([1, 2, 3]), alien())) for M in (mx, mlx)]
+        assert errors[0] == errors[1] and errors[0][0] != "returned", name
+    if alien() is not None:
+        for M in (mx, mlx):
+            assert (M.array([1, 2, 3]) == alien()) is False
+            assert (M.array([1, 2, 3]) != alien()) is True
+    else:
+        assert _error(lambda: mx.array([1]) == None)[0] == "TypeError"  # noqa: E711
+        assert _error(lambda: mlx.array([1]) == None)[0] == "TypeError"  # noqa: E711
+
+
+def test_inplace_operators_keep_the_handle(mlx):
+    """Every in-place operator rebinds the handle (`id` kept, every reference sees the
+    result) with MLX's result; `/=` on integers raises as MLX does."""
+    cases = [(INPLACE[k], [1, 2, 3], 3) for k in INPLACE] + [
+        (operator.itruediv, [2.0, 4.0], 2), (operator.iand, [True, False], False),
+        (operator.ior, [False], True), (operator.ixor, [False], True),
+        (operator.iadd, [1, 2], 1.5), (operator.imatmul, [[1.0, 2.0], [3.0, 4.0]], None)]
+    for op, value, other in cases:
+        got = []
+        for M in (mx, mlx):
+            a = M.array(value)
+            b, ident = a, id(a)
+            try:
+                out = op(a, a if other is None else other)
+            except ValueError as exc:
+                got.append(str(exc))
+                continue
+            assert out is a and id(a) == ident and b is a
+            got.append((repr(a.dtype), a.tolist()))
+        assert got[0] == got[1], op
+    for M in (mx, mlx):
+        with pytest.raises(ValueError):
+            a = M.array([1])
+            a /= 1
+
+
+MISSING = [lambda M: True & M.array([1, 2]), lambda M: 1 | M.array([1, 2]),
+           lambda M: 3 ^ M.array([1, 2]), lambda M: 1 << M.array([1, 2]),
+           lambda M: 8 >> M.array([1, 2]), lambda M: divmod(M.array([5, 7]), 2),
+           lambda M: divmod(7, M.array([5, 2])), lambda M: [[1.0]] @ M.array([[1.0]]),
+           lambda M: M.array([1]).expand_dims(0), lambda M: M.array([1.5]).__index__(),
+           lambda M: [1, 2][M.array([1])], lambda M: [1, 2][M.array(True)]]
+
+
+@pytest.mark.parametrize("call", MISSING)
+def test_operators_mlx_does_not_have(mlx, call):
+    """What MLX's array lacks raises here too, so code tested on streamlet runs on MLX."""
+    assert _error(lambda: call(mx))[0] == _error(lambda: call(mlx))[0] != "returned"
+
+
+NUMPY_LEFT = [operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+              operator.pow, operator.eq, operator.ne, operator.lt, operator.ge]
+
+
+@pytest.mark.parametrize("op", NUMPY_LEFT, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("left", [np.array([1.5, 2.0, 3.0]), np.array([1, 2, 3], np.int32),
+                                  np.array(2.0), np.float64(2.0), np.float32(2.0),
+                                  np.int64(2)], ids=repr)
+def test_numpy_on_the_left_is_numpys_operation(mlx, op, left):
+    """`numpy_value OP array` is NumPy's operation on the array's values, with NumPy's
+    result type and dtype, as MLX (which sets no `__array_priority__`)."""
+    def outcome(M):
+        r = op(left, M.array([1, 2, 4]))
+        return type(r).__name__, r.dtype, np.asarray(r).tolist()
+    assert outcome(mx) == outcome(mlx)
+
+
+def test_numpy_reductions_of_comparisons(mlx):
+    for M in (mx, mlx):
+        a = M.array([1.0, 2.0, 3.0])
+        assert bool(np.all(np.array([1.0, 2.0, 3.0]) == a))
+        assert not np.all(np.array([1.0, 2.0, 4.0]) == a)
+        inplace = np.ones(3)
+        inplace += a
+        assert inplace.tolist() == [2.0, 3.0, 4.0]
+        assert isinstance(np.ones((2, 3)) @ M.ones((3,)), np.ndarray)
 
 
 # ---- __getitem__ against NumPy ---------------------------------------------------------
@@ -300,3 +412,4 @@ def test_getitem_on_stream_and_lazy():
     with mx.stream(s):
         x = (mx.arange(10) * 2)[2:5]
     assert x._node.stream.stream == s and x.tolist() == [4, 6, 8]
+

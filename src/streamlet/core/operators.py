@@ -1,68 +1,127 @@
-"""Python operators on arrays, each mapped to the op it stands for."""
+"""Python operators on arrays, each mapped to the op it stands for, as MLX 0.32.4 has them.
+
+An operand is an array, a Python scalar, a NumPy array or scalar, another object with
+the buffer protocol or DLPack, or an object with `__mlx_array__`.  Anything else raises
+ValueError naming the operation (`Cannot perform addition on an mlx.core.array and
+str`), except that `==` and `!=` give False and True; None raises TypeError.  As in MLX
+there are no reflected bitwise operators, no `divmod` and no `__array_priority__`, so
+`numpy_array + array` is NumPy's operation (on a view of the array) and gives NumPy's
+result, as MLX does.
+"""
 from __future__ import annotations
 
+import numpy as np
+
 from . import ops
-from .array import alias, array
+from .array import alias, array, to_array
+from .convert import from_buffer, is_buffer, type_name
+
+_SCALARS = (bool, int, float, complex)
+_TAKEN = (array, *_SCALARS)
+_NUMERIC = frozenset("biufc")
 
 
-def _binary(fn, reflected=False, inplace=False):
-    if inplace:
-        def method(self, other):
-            if type(other) in _OPERANDS or _operand(other):
-                return self._rebind(fn(self, other))
-            return NotImplemented
-    elif reflected:
-        def method(self, other):
-            if type(other) in _OPERANDS or _operand(other):
-                return fn(other, self)
-            return NotImplemented
-    else:
-        def method(self, other):
-            if type(other) in _OPERANDS or _operand(other):
-                return fn(self, other)
-            return NotImplemented
+def _operand(x, what):
+    """`x` as the ops take it, or MLX's error for an operand an array cannot meet."""
+    if type(x) in _SCALARS or isinstance(x, _TAKEN):
+        return x
+    if isinstance(x, (np.ndarray, np.generic)):
+        if x.dtype.kind in _NUMERIC or x.dtype.name == "bfloat16":
+            return x
+    elif hasattr(x, "__mlx_array__"):
+        return x.__mlx_array__()
+    elif x is None:
+        raise TypeError(f"Cannot perform {what} on an mlx.core.array and NoneType.")
+    elif is_buffer(x):
+        return to_array(from_buffer(x))
+    raise ValueError(f"Cannot perform {what} on an mlx.core.array and {type_name(x)}")
+
+
+def _binary(fn, what):
+    def method(self, other):
+        return fn(self, _operand(other, what))
     return method
 
 
-_OPERANDS = (array, float, int, complex, bool)
+def _reflected(fn, what):
+    def method(self, other):
+        return fn(_operand(other, what), self)
+    return method
 
 
-def _operand(x):
-    return isinstance(x, _OPERANDS) or hasattr(x, "__array__")
+def _inplace(fn, what):
+    def method(self, other):
+        return self._rebind(fn(self, _operand(other, "inplace " + what)))
+    return method
 
 
-# `&` and `|` are bitwise as in MLX: on two bool arrays that is the logical op, and
-# `bool & int32` promotes to int32 instead of turning the int array into truth values.
-_and, _or = ops.bitwise_and, ops.bitwise_or
+def _equality(fn, missing):
+    def method(self, other):
+        try:
+            other = _operand(other, "comparison")
+        except ValueError:
+            return missing
+        return fn(self, other)
+    return method
+
+
+def _itruediv(self, other):
+    other = _operand(other, "inplace division")
+    if self._dtype.kind not in "fc":
+        raise ValueError("In place division cannot cast to non-floating point type.")
+    return self._rebind(ops.divide(self, other))
+
+
+def _matmul(self, other):
+    if not isinstance(other, array):
+        raise TypeError(f"[matmul] Expected an array, got {type_name(other)}.")
+    return ops.matmul(self, other)
+
+
+def _imatmul(self, other):
+    return self._rebind(_matmul(self, other))
+
+
+# name: (op, what MLX calls it, has a reflected form)
 _BINARY = {
-    "add": ops.add, "sub": ops.subtract, "mul": ops.multiply, "truediv": ops.divide,
-    "floordiv": ops.floor_divide, "mod": ops.remainder, "pow": ops.power,
-    "matmul": ops.matmul, "and": _and, "or": _or, "xor": ops.bitwise_xor,
-    "lshift": ops.left_shift, "rshift": ops.right_shift,
+    "add": (ops.add, "addition", True), "sub": (ops.subtract, "subtraction", True),
+    "mul": (ops.multiply, "multiplication", True), "truediv": (ops.divide, "division", True),
+    "floordiv": (ops.floor_divide, "floor division", True),
+    "mod": (ops.remainder, "modulus", True), "pow": (ops.power, "power", True),
+    # `&` and `|` are bitwise as in MLX: on two bool arrays that is the logical op, and
+    # `bool & int32` promotes to int32 instead of turning the int array into truth values
+    "and": (ops.bitwise_and, "bitwise and", False), "or": (ops.bitwise_or, "bitwise or", False),
+    "xor": (ops.bitwise_xor, "bitwise xor", False),
+    "lshift": (ops.left_shift, "left shift", False),
+    "rshift": (ops.right_shift, "right shift", False),
 }
-_COMPARE = {"eq": ops.equal, "ne": ops.not_equal, "lt": ops.less, "le": ops.less_equal,
-            "gt": ops.greater, "ge": ops.greater_equal}
+_COMPARE = {"lt": (ops.less, "less than"), "le": (ops.less_equal, "less than or equal"),
+            "gt": (ops.greater, "greater than"),
+            "ge": (ops.greater_equal, "greater than or equal")}
 
 
 def install():
-    for name, fn in _BINARY.items():
-        setattr(array, f"__{name}__", _binary(fn))
-        setattr(array, f"__r{name}__", _binary(fn, reflected=True))
-        setattr(array, f"__i{name}__", _binary(fn, inplace=True))
-    for name, fn in _COMPARE.items():
-        setattr(array, f"__{name}__", _binary(fn))
+    for name, (fn, what, reflected) in _BINARY.items():
+        setattr(array, f"__{name}__", _binary(fn, what))
+        setattr(array, f"__i{name}__", _inplace(fn, what))
+        if reflected:
+            setattr(array, f"__r{name}__", _reflected(fn, what))
+    array.__itruediv__ = _itruediv
+    for name, (fn, what) in _COMPARE.items():
+        setattr(array, f"__{name}__", _binary(fn, what))
+    array.__eq__ = _equality(ops.equal, False)
+    array.__ne__ = _equality(ops.not_equal, True)
+    array.__matmul__, array.__imatmul__ = _matmul, _imatmul
     array.__hash__ = object.__hash__
     array.__neg__ = lambda self: ops.negative(self)
     array.__pos__ = alias
     array.__abs__ = lambda self: ops.abs(self)
     array.__invert__ = lambda self: ops.bitwise_invert(self)
     array.__getitem__ = lambda self, index: ops.getitem(self, index)
-    array.__divmod__ = lambda self, other: (ops.floor_divide(self, other),
-                                           ops.remainder(self, other))
     for name in ("astype", "reshape", "transpose", "swapaxes", "flatten", "squeeze",
                  "sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin",
                  "all", "any", "logsumexp", "abs", "square", "sqrt", "rsqrt", "exp", "log",
-                 "log1p", "log2", "log10", "sin", "cos", "round", "split", "expand_dims"):
+                 "log1p", "log2", "log10", "sin", "cos", "round", "split"):
         setattr(array, name, _method(getattr(ops, name)))
     array.T = property(lambda self: ops.transpose(self))
     _install_breadth()
