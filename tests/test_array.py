@@ -413,3 +413,56 @@ def test_getitem_on_stream_and_lazy():
         x = (mx.arange(10) * 2)[2:5]
     assert x._node.stream.stream == s and x.tolist() == [4, 6, 8]
 
+
+# ---- .at[] ----------------------------------------------------------------------------
+
+def _at_outcome(make, M):
+    try:
+        x = make(M)
+    except Exception as exc:  # noqa: BLE001 - the error's type is what is compared
+        return type(exc).__name__
+    return repr(x.dtype), np.asarray(x).tolist()
+
+
+AT = [lambda m: m.array(1).at.add(1), lambda m: m.array(1).at[None].add(1),
+      lambda m: m.array([0, 1, 2]).at[1].add(2),
+      lambda m: m.array([4, 3, 2]).at[m.array([0, 0, 0, 0])].add(1),
+      lambda m: m.zeros((4, 4)).at[0].add(m.arange(4)),
+      lambda m: m.zeros((4, 4)).at[m.array([0, 2, 2]), m.array([3, 3, 1])].add(m.ones(3)),
+      lambda m: m.array([[1.0, 2.0]]).at[0:1].add(m.array([1.0, 2.0])[None, None, None]),
+      lambda m: m.array([1, 2]).at[0].add(value=3),
+      lambda m: m.array([1, 2]).at[0].add("x"), lambda m: m.array([1, 2]).at[0].add([1]),
+      lambda m: m.array([1, 2]).at[0].subtract((1,)), lambda m: m.array([1, 2]).at[0].add(None),
+      lambda m: m.array([1, 2]).at[0].add(np.array(5)),
+      lambda m: m.array([1, 2]).at[m.array([0.0])].add(1),
+      lambda m: m.array([1, 2]).at[:].multiply(3),
+      lambda m: m.array([1, 2]).at[...].maximum(m.array([5, 0])),
+      lambda m: m.array([1, 2]).at[[0, 0]].add(1), lambda m: m.array([1, 2]).at[0].divide(2),
+      lambda m: m.array([1.0, 2.0]).at[m.array([1, 1])].divide(2.0),
+      lambda m: m.array([1, 2]).at[0].subtract(2.5),
+      lambda m: m.array([1, 2]).at[0].add(m.array([1, 2]))]
+for _mode in ("add", "subtract", "multiply", "divide", "maximum", "minimum"):
+    AT += [lambda m, o=_mode: getattr(m.arange(20.0).reshape(5, 2, 2).at[1:3, :, 0], o)(
+               m.arange(1.0, 5.0).reshape(2, 2)),
+           lambda m, o=_mode: getattr(m.arange(20.0).reshape(5, 2, 2).at[m.array([0, 4]), :, 0],
+                                      o)(m.arange(1.0, 5.0).reshape(2, 2))]
+
+
+@pytest.mark.parametrize("make", AT)
+def test_at_as_mlx(mlx, make):
+    assert _at_outcome(make, mx) == _at_outcome(make, mlx)
+
+
+def test_at_is_one_indexer_object(mlx):
+    """As MLX's ArrayAt: `a.at[i]` is `a.at` with its indices set; its methods take the
+    value only."""
+    for M in (mx, mlx):
+        at = M.array([1, 2, 3]).at
+        assert type(at[0]) is type(at) and type(at).__name__ == "ArrayAt"
+        assert at[2].add(5).tolist() == [1, 2, 8]
+        with pytest.raises(TypeError):
+            at[0].add(1, stream=M.cpu)
+        with pytest.raises(ValueError, match="Must give indices to array.at"):
+            M.array([1, 2, 3]).at.maximum(1)
+        with pytest.raises(ValueError, match="Invalid type list received"):
+            M.array([1, 2, 3]).at[0].minimum([1])

@@ -247,7 +247,9 @@ class ArrayAt:
     def _check(self, value):
         if not self._indexed:
             raise ValueError("Must give indices to array.at (e.g. `x.at[0].add(4)`).")
-        if isinstance(value, (list, tuple, str)) or value is None:
+        if value is None:
+            raise TypeError("[at] Expected an array or a scalar, got None.")
+        if isinstance(value, (list, tuple, str)):
             from ..convert import type_name
             raise ValueError(f"Invalid type {type_name(value)} received in array "
                              "initialization.")
