@@ -313,7 +313,10 @@ def synchronize(s=None) -> None:
     """Block until all work scheduled on `s` has finished; raise the error of a failed op.
 
     `s` is a Stream, a ThreadLocalStream, a Device (its default stream) or None
-    (the default stream of the default device).
+    (the default stream of the default device).  As in MLX, any thread may synchronize
+    any stream, another thread's `new_stream` included: it waits for the work that had
+    been scheduled on it (by any thread) when the call began, and raises the first
+    failure on it that nobody has reported yet.
 
     >>> s = mx.new_stream(mx.cpu)
     >>> x = mx.linalg.inv(mx.zeros((2, 2)), stream=s)
@@ -324,7 +327,8 @@ def synchronize(s=None) -> None:
     >>> mx.synchronize(s)  # reported once; the stream stays usable
     """
     st = resolve(None if s is None else _concrete(s, "synchronize"))
-    check_usable(st)
+    if st.closed:
+        raise RuntimeError(f"{st.stream} was destroyed by clear_streams().")
     if st.completed != st.issued:
         st.wait(st.issued)
     st.backend.synchronize(st)
