@@ -466,3 +466,14 @@ def test_at_is_one_indexer_object(mlx):
             M.array([1, 2, 3]).at.maximum(1)
         with pytest.raises(ValueError, match="Invalid type list received"):
             M.array([1, 2, 3]).at[0].minimum([1])
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "int8", "int32", "int64", "bool_"])
+def test_nan_and_inf_set_into_integer_arrays_as_mlx(mlx, dtype):
+    """A float NaN or infinity set into an integer array takes C's conversion, as MLX."""
+    got = []
+    for M in (mx, mlx):
+        x = M.ones((4,), getattr(M, dtype))
+        x[0], x[1], x[2] = float("nan"), float("inf"), -float("inf")
+        got.append(x.tolist())
+    assert got[0] == got[1]

@@ -215,8 +215,16 @@ def wrap(n) -> array:
 
 
 def const(value, dtype) -> array:
-    """A scalar input of an op, already evaluated and usable on any device."""
-    return wrap(Node((), dtype, data=dtype.np.type(value)))
+    """A scalar input of an op, already evaluated and usable on any device (a float NaN or
+    infinity as an integer is what C's conversion gives, as in MLX)."""
+    try:
+        data = dtype.np.type(value)
+    except (ValueError, OverflowError):
+        if not isinstance(value, float):
+            raise
+        with np.errstate(all="ignore"):
+            data = np.array(value, np.float32).astype(dtype.np)[()]
+    return wrap(Node((), dtype, data=data))
 
 
 def alias(a, state=None) -> array:
