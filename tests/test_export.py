@@ -587,3 +587,16 @@ def test_exported_on_the_cpu_replays_on_the_gpu(path):
         (got,) = f(x)
     assert _stream(got).device == mx.gpu
     _same([got], [want], rtol=1e-5, atol=1e-6)
+
+
+@requires_gpu
+@pytest.mark.parametrize("seed", range(8))
+def test_random_programs_exported_on_the_cpu_replay_on_the_gpu(path, seed):
+    fun = _program(seed)
+    with mx.stream(mx.cpu):
+        mx.export_function(path, fun, *_inputs(seed))
+        want = fun(*_inputs(seed + 1))
+    with mx.stream(mx.gpu):
+        got = mx.import_function(path)(*_inputs(seed + 1))
+    assert all(_stream(g).device == mx.gpu for g in got[:2])
+    _same(got, want, rtol=1e-4, atol=1e-5)
