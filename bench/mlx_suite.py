@@ -181,6 +181,8 @@ def main():
                     print(f"{k}\t{new.get(k, 'missing')}")
         return
     shim = _shim_dir() if args.impl == "streamlet" else None
+    if args.tests is not None:
+        args.tests = args.tests.resolve()
     names = [n for n in args.files.split(",") if n] or sorted(
         x.stem for x in args.tests.glob("test_*.py"))
     results = {}

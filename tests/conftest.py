@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
-import streamlet.core as mx
+# float32 matmuls in full precision on the GPU (as MLX's own test suite sets it)
+os.environ.setdefault("MLX_ENABLE_TF32", "0")
+
+import streamlet.core as mx  # noqa: E402
 
 # CI draws the same examples on every run, so a red run means a changed program, not a
 # new draw; HYPOTHESIS_PROFILE=explore draws new ones (run it before landing an op)

@@ -268,8 +268,9 @@ def test_launch_commands_for_both_mpis(tmp_path):
     args = _args("--hostfile", str(hosts), "-n", "2", "--cwd", "/w", "./run")
     assert launch.command(args, args.program, "mpiexec", "hydra") == [
         "mpiexec", "-n", "4", "-hosts", "a:2,b:2", "-genv", "K", "V", "-wdir", "/w", "./run"]
+    as_root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     assert launch.command(args, args.program, "mpirun", "openmpi") == [
-        "mpirun", "-n", "4", "--oversubscribe", "--host", "a:2,b:2", "-x", "K=V",
+        "mpirun", "-n", "4", *as_root, "--oversubscribe", "--host", "a:2,b:2", "-x", "K=V",
         "--wdir", "/w", "./run"]
     args = _args("--backend", "nccl", "-n", "2", "x.py")
     assert launch.command(args, args.program, "m", "hydra")[3:6] == [

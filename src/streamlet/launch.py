@@ -93,6 +93,8 @@ def command(args, rest, mpiexec: str, kind: str) -> list:
     cmd = [mpiexec, "-n", str(total)]
     local = all(h in ("localhost", "127.0.0.1") for h, _ in hosts)
     if kind == "openmpi":
+        # Open MPI refuses to start as root unless told it may (containers run as root)
+        cmd += ["--allow-run-as-root"] if os.geteuid() == 0 else []
         cmd += ["--oversubscribe"] + ([] if local else ["--host", spec])
         cmd += sum((["-x", e] for e in envs), [])
         cmd += ["--wdir", args.cwd] if args.cwd else []

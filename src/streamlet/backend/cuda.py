@@ -48,6 +48,7 @@ float32 matmul uses TF32 tensor cores, as MLX's CUDA backend does by default.
 """
 from __future__ import annotations
 
+import os
 import re
 import threading
 import weakref
@@ -67,6 +68,7 @@ except ImportError:  # pragma: no cover - ml_dtypes is a dependency of the core
     BF16_NP = None
 
 _OOM = cp.cuda.memory.OutOfMemoryError
+TF32 = os.environ.get("MLX_ENABLE_TF32", "1") not in ("0", "false", "False")
 _ndarray = cp.ndarray
 PINNED_MIN = 1 << 20  # bytes: larger host arrays go through pinned memory, asynchronously
 
@@ -170,7 +172,8 @@ def execute(node, args):
     with h.device, h.stream:
         held = []
         dev_args = [_device_arg(a, inp, h, held) for a, inp in zip(args, node.inputs)]
-        params = node.params
+        dev_args = [cp.asarray(a) if isinstance(a, np.generic) else a for a in dev_args]
+        params = node.params or {}
         out_bf16 = node.dtype.name == "bfloat16"
         if out_bf16 or any(type(a) is BF16 for a in dev_args):
             dev_args, params = _bf16_inputs(dev_args, params)
@@ -280,6 +283,8 @@ def _device_arg(a, inp, h, held):
     if isinstance(a, np.generic):
         return np.float32(a) if a.dtype == BF16_NP else a
     if kind is np.ndarray:
+        if a.dtype == object:  # a multi-output primitive's box of results: read on the host
+            return a
         return _host_to_device(a, inp, h)
     return a
 
@@ -562,7 +567,8 @@ def _bf16_inputs(args, params):
     """bfloat16 inputs as float32, and a float32 compute dtype where params ask for bfloat16."""
     args = [_from_bf16(a.bits) if type(a) is BF16 else a for a in args]
     if params:
-        params = {k: (np.float32 if not isinstance(v, (int, float, tuple)) and _is_bf16(v)
+        f32 = np.dtype(np.float32)
+        params = {k: (f32 if not isinstance(v, (int, float, tuple)) and _is_bf16(v)
                       else v) for k, v in params.items()}
     return args, params
 
@@ -570,10 +576,11 @@ def _bf16_inputs(args, params):
 # -- GPU versions of kernels ------------------------------------------------------------------
 
 def _matmul_tf32(xp, x, y, dtype=None):
-    """float32 matmul on TF32 tensor cores (MLX's CUDA default); other dtypes as CuPy does."""
+    """float32 matmul on TF32 tensor cores (MLX's CUDA default, off where the environment
+    says MLX_ENABLE_TF32=0, as MLX reads it); other dtypes as CuPy does."""
     if dtype is not None:
         x, y = x.astype(dtype, copy=False), y.astype(dtype, copy=False)
-    if x.dtype != np.float32:
+    if x.dtype != np.float32 or not TF32:
         return cp.matmul(x, y)
     from cupy_backends.cuda.libs import cublas
     hdl = cp.cuda.device.get_cublas_handle()

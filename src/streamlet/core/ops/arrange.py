@@ -82,8 +82,11 @@ def repeat(array, repeats, axis=None, *, stream=None):
 
 
 def _pad(xp, a, value, widths, mode):
-    if mode == "constant":
-        return xp.pad(a, widths, mode="constant", constant_values=value.astype(a.dtype))
+    if mode == "constant":  # filled by assignment: the value may live on the device
+        out = xp.empty(tuple(n + lo + hi for n, (lo, hi) in zip(a.shape, widths)), a.dtype)
+        out[...] = value.astype(a.dtype)
+        out[tuple(slice(lo, lo + n) for n, (lo, _) in zip(a.shape, widths))] = a
+        return out
     return xp.pad(a, widths, mode=mode)
 
 

@@ -38,10 +38,35 @@ def _scatter(xp, a, value, *arrays, index, mode):
         value = value.reshape(value.shape[value.ndim - len(target):])
     if mode == "set":
         out[idx] = value
-    else:
-        getattr(xp, mode).at(out, idx, value)
-    return out
+        return out
+    if xp is np:
+        getattr(np, mode).at(out, idx, value)
+        return out
+    return _ufunc_at_device(xp, mode, out, idx, value)
 
+
+# CuPy's ufunc.at covers 32- and 64-bit types, `add` and the extremes only
+_WIDER = {"b": "int32", "i": "int32", "u": "uint32", "f": "float32"}
+
+
+def _ufunc_at_device(xp, mode, out, idx, value):
+    """`ufunc.at` as CuPy can: narrow types widened and cast back (sums wrap the same),
+    subtract as the add of the negation, multiply on the host (CuPy has none)."""
+    if mode == "multiply":
+        host = xp.asnumpy(out)
+        np.multiply.at(host, tuple(xp.asnumpy(i) if isinstance(i, xp.ndarray) else i
+                                   for i in idx), xp.asnumpy(value))
+        return xp.asarray(host)
+    work = out
+    if out.dtype.itemsize < 4:
+        work = out.astype(_WIDER[out.dtype.kind])
+    value = value.astype(work.dtype)
+    if mode == "subtract":
+        mode, value = "add", -value
+    getattr(xp, mode).at(work, idx, value)
+    if work is out:
+        return out
+    return work > 0 if out.dtype.kind == "b" else work.astype(out.dtype)
 
 def _scatter_vjp(c, out, a, value, *arrays, index, mode):
     """set, add and subtract; minimum and maximum send the cotangent to whichever of `a`
