@@ -96,10 +96,22 @@ def test_numpy_conversion():
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="Python < 3.12 has no __buffer__")
 def test_buffer_protocol():
+    """MLX's buffer: writable, the array's strides, 'q'/'Q' for 8-byte ints, and the
+    memoryview keeps the array alive."""
+    import weakref
     a = mx.arange(4, dtype=mx.int32) + 1
     mv = memoryview(a)
     assert mv.format in ("i", "<i", "=i") and mv.shape == (4,) and mv.tolist() == [1, 2, 3, 4]
-    assert memoryview(mx.ones((2, 2))).shape == (2, 2)
+    assert not mv.readonly
+    t = memoryview(mx.arange(6).reshape(2, 3).T)
+    assert (t.shape, t.strides, t.c_contiguous) == ((3, 2), (4, 12), False)
+    assert memoryview(mx.zeros(2, mx.int64)).format == "q"
+    assert memoryview(mx.zeros(2, mx.uint64)).format == "Q"
+    ref = weakref.ref(a)
+    del a
+    assert ref() is not None
+    del mv
+    assert ref() is None
 
 
 REPRS = [lambda m: m.array([1.5, 2, 3]), lambda m: m.array([[1, 2], [3, 4]]),

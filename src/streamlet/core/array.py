@@ -99,7 +99,10 @@ class array:
         return numpy_view(self, data)
 
     def __buffer__(self, flags):
-        return memoryview(numpy_view(self, self._host()))
+        view = numpy_view(self, self._host())
+        if view.dtype.char in "lL":  # 8-byte ints as MLX exports them: 'q'/'Q', not 'l'/'L'
+            view = view.view("q" if view.dtype.char == "l" else "Q")
+        return memoryview(view)
 
     def __format__(self, spec):
         if self._shape:
