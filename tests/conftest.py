@@ -44,6 +44,14 @@ def mlx():
 
 
 @pytest.fixture
+def on_cpu():
+    """The CPU as this test's default device (for what only the CPU does: NumPy views,
+    factorizations without a stream), whatever device the suite runs on."""
+    with mx.stream(mx.cpu):
+        yield
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(0)
 

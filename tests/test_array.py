@@ -81,6 +81,7 @@ def test_tolist_nested():
     assert mx.array(2).tolist() == 2
 
 
+@pytest.mark.usefixtures("on_cpu")
 def test_numpy_conversion():
     a = mx.arange(6, dtype=mx.int16).reshape(2, 3) * 2
     out = np.array(a)

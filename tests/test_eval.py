@@ -40,6 +40,7 @@ def test_nothing_runs_before_eval():
     lambda a: bool(a), lambda a: float(a), lambda a: np.from_dlpack(a),
     lambda a: mx.async_eval(a) or mx.synchronize(),
 ])
+@pytest.mark.usefixtures("on_cpu")
 def test_each_read_evaluates(read):
     calls = []
     x = counted(calls, mx.array([3.0]))
@@ -49,11 +50,13 @@ def test_each_read_evaluates(read):
 
 
 @pytest.mark.parametrize("read", [np.array, np.asarray, np.from_dlpack])
+@pytest.mark.usefixtures("on_cpu")
 def test_zero_dim_result_to_numpy(read):
     out = read(mx.exp(mx.array(0.0)))
     assert out.shape == () and out == 1.0
 
 
+@pytest.mark.usefixtures("on_cpu")
 def test_failing_op_raises_only_at_eval():
     x = mx.linalg.inv(mx.zeros((3, 3)))
     y = mx.exp(x) * 2  # nothing has run: no error yet

@@ -237,6 +237,7 @@ def test_from_dlpack_copies_numpy_memory(dtype, shape):
         assert x.reshape(-1)[0].item() == 0
 
 
+@pytest.mark.usefixtures("on_cpu")
 def test_from_dlpack_copies_and_converts(mlx):
     src = np.arange(4, dtype=np.float32)
     x = mx.from_dlpack(src, copy=True)

@@ -97,6 +97,7 @@ def test_default_stream_per_thread():
     assert in_thread(lambda: mx.default_stream(mx.cpu)) not in (d, o1)
 
 
+@pytest.mark.usefixtures("on_cpu")
 def test_set_default_stream_keeps_device_and_is_per_thread():
     old = mx.default_stream(mx.cpu)
     s = mx.new_stream(mx.cpu)
@@ -376,6 +377,7 @@ def test_stream_keyword_type_error_names_type(bad, op):
         op(bad)
 
 
+@pytest.mark.usefixtures("on_cpu")
 def test_stream_resolved_when_op_is_built():
     s1, s2 = mx.new_stream(mx.cpu), mx.new_stream(mx.cpu)
     old = mx.default_stream(mx.cpu)
