@@ -6,6 +6,7 @@ import operator
 import threading
 
 from .array import array, raise_error
+from .graph import TRACING
 from .scheduler import POOL, Batch, drain, run_batch, run_node
 from .stream import check_usable
 
@@ -226,5 +227,12 @@ def eval(*args) -> None:
 
 
 def async_eval(*args) -> None:
-    """Schedule arrays for evaluation and return at once; a later read or eval waits."""
-    dispatch(_flatten(args, []), blocking=False)
+    """Schedule arrays for evaluation and return at once; a later read or eval waits.
+
+    Not inside a function transformation (ValueError, as in MLX): the transform needs
+    the graph it is building, and an asynchronous run would race with it.
+    """
+    nodes = _flatten(args, [])
+    if TRACING.depth and any(n.tracer for n in nodes):
+        raise ValueError("[async_eval] Not allowed inside a graph transformation.")
+    dispatch(nodes, blocking=False)

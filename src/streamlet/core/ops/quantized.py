@@ -914,7 +914,8 @@ def _gather_mm_vjp(cot, out, a, b_, lhs, rhs, dtype):
         cot, swapaxes(_take_batch(b_, rhs, st), -1, -2, stream=st), stream=st), st)
     d_b = lambda: _scatter_rows(b_._shape, rhs, matmul(  # noqa: E731
         swapaxes(_take_batch(a, lhs, st), -1, -2, stream=st), cot, stream=st), st)
-    return [d_a, d_b, None, None]
+    from .rules import no_index_grad
+    return [d_a, d_b, no_index_grad("gather_mm"), no_index_grad("gather_mm")]
 
 
 def _take_batch(v, idx, st):
