@@ -15,6 +15,7 @@ import numbers
 import numpy as np
 
 from . import build as bl
+from . import elementwise as _ew, shape as _sh  # the rules' ops (imported once: hot path)
 from .build import dt
 from .rules import via
 
@@ -40,29 +41,25 @@ def _matmul(xp, x, y):
 
 def _matrices(x, y):
     """`x` and `y` as stacks of matrices (1-D: a row, resp. a column)."""
-    from .shape import expand_dims
-    return (expand_dims(x, -2) if x.ndim == 1 else x,
-            expand_dims(y, -1) if y.ndim == 1 else y)
+    return (_sh.expand_dims(x, -2) if x.ndim == 1 else x,
+            _sh.expand_dims(y, -1) if y.ndim == 1 else y)
 
 
 def _as_product(c, x, y):
     """The cotangent `c` shaped like the product of `_matrices(x, y)`."""
-    from .shape import expand_dims
     if x.ndim == 1:
-        c = expand_dims(c, -2 if y.ndim > 1 else -1)
+        c = _sh.expand_dims(c, -2 if y.ndim > 1 else -1)
     if y.ndim == 1:
-        c = expand_dims(c, -1)
+        c = _sh.expand_dims(c, -1)
     return c
 
 
 def _adjoint(m):
-    from .elementwise import conj
-    from .shape import swapaxes
-    return swapaxes(conj(m) if m._dtype.kind == "c" else m, -1, -2)
+    return _sh.swapaxes(_ew.conj(m) if m._dtype.kind == "c" else m, -1, -2)
 
 
 def _matmul_vjp(c, out, x, y, dtype):
-    from .shape import squeeze
+    squeeze = _sh.squeeze
     xm, ym = _matrices(x, y)
     cm = _as_product(c, x, y)
 
