@@ -46,11 +46,8 @@ def _invalid(x):
 
 
 def create(v, dtype=None, copy=None):
-    """`v` as a NumPy array (the data of a new array) or an array (a lazy op).
-
-    >>> create([1, 2.5]).dtype
-    dtype('float32')
-    """
+    """`v` as a NumPy array (the data of a new array) or an array (a lazy op): what
+    `mx.array(v, dtype)` holds, `create([1, 2.5])` a float32 NumPy array."""
     t = type(v)
     if t is list or t is tuple:
         _no_copy(copy)
@@ -265,15 +262,13 @@ def from_buffer(v, dtype=None, copy=None):
             v = np.asarray(memoryview(v))
     src = _NARROW.get(v.dtype) or dt.from_numpy(v.dtype)
     d = src if dtype is None else dt.as_dtype(dtype)
-    if copy is False:
-        if d is not src:
-            raise ValueError("[convert] Cannot convert array to the requested dtype without "
-                             "a copy.")
-        for n in v.shape:
-            check_dim(n)
-        raise ValueError("[convert] Cannot import a CPU array without a copy.")
+    if copy is False and d is not src:
+        raise ValueError("[convert] Cannot convert array to the requested dtype without a "
+                         "copy.")
     for n in v.shape:
         check_dim(n)
+    if copy is False:
+        raise ValueError("[convert] Cannot import a CPU array without a copy.")
     return copy_layout(v, d.np)
 
 
@@ -323,7 +318,7 @@ def _from_cuda(v, dtype, copy):
 class _Owner:
     """The base of a NumPy view handed out for an array: the array and its buffer."""
 
-    __slots__ = ("__array_struct__", "array", "__weakref__")
+    __slots__ = ("__array_struct__", "array")
 
 
 def numpy_view(owner, data):
