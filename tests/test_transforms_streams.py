@@ -211,8 +211,6 @@ def test_eval_and_reads_inside_a_transformed_function(mlx):
     assert_same(mlx, program, rtol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="MLX refuses async_eval inside a transform "
-                   "(ValueError); streamlet's eval.py runs it: see the transforms report")
 def test_async_eval_inside_a_transform_raises_as_in_mlx(mlx):
     def program(mod):
         def f(x):

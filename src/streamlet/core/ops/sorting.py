@@ -135,9 +135,18 @@ def _searchsorted(xp, s, v, side, dtype):
     return xp.searchsorted(b.cast(s, dtype), b.cast(v, dtype), side).astype("uint32")
 
 
+def _searchsorted_vmap(axes, out, s, v, side, dtype):
+    """Elementwise in the values; a batched sequence is refused, as MLX does."""
+    if axes[0] is not None:
+        raise ValueError("[searchsorted] Cannot vmap over the sorted sequence, only over the "
+                         "values being searched for.")
+    return b.node(_SEARCHSORTED, (s, v), v._shape, dt.uint32, {"side": side, "dtype": dtype},
+                  b.resolve(None)), axes[1]
+
+
 _SEARCHSORTED = b.make("searchsorted", _searchsorted,
                        vjp=lambda c, out, s, v, **p: (None, None),
-                       jvp=lambda t, out, s, v, **p: None)
+                       jvp=lambda t, out, s, v, **p: None, vmap=_searchsorted_vmap)
 
 
 def searchsorted(sorted_sequence, values, /, side="left", *, stream=None):
