@@ -231,13 +231,17 @@ def _defer(node, args, h):
         return None
     shape = node.shape
     operands = []
+    depth = 0
     for a, inp in zip(args, node.inputs):
         kind = type(a)
         if kind is Lazy:
-            if a.handle is not h or a.shape != shape or a.epoch != h.epoch:
+            if a.handle is not h or a.shape != shape or a.epoch != h.epoch or \
+                    a.depth >= fuse.MAX_DEPTH:
                 a = _value_of(a, h, inp)
                 if CTYPE.get(a.dtype) is None:
                     return None
+            elif a.depth > depth:
+                depth = a.depth
         elif kind is cp.ndarray:
             if CTYPE.get(a.dtype) is None:
                 return None
@@ -253,7 +257,7 @@ def _defer(node, args, h):
             return None
         operands.append(a)
     h.pending.append(node)  # its _data will be the Lazy
-    return Lazy(h, spec, operands, shape, node.dtype.np)
+    return Lazy(h, spec, operands, shape, node.dtype.np, depth + 1)
 
 
 def _value_of(lz, h, inp):

@@ -82,15 +82,18 @@ BY_KIND = {
 FUSABLE = frozenset(EXPR) | frozenset(BY_KIND)
 _NO_FUSE_BOOL = {"negative", "bitwise_invert", "square", "sign"}  # NumPy special-cases bool
 MAX_PARAMS = 400  # 8 bytes each, inside cuLaunchKernel's 4 KiB parameter limit
+# A chain longer than this is launched in pieces: one generated kernel per thousands of
+# chained ops takes NVRTC minutes to compile (a deep graph), pieces of one shape are cached
+MAX_DEPTH = 128
 
 
 class Lazy:
     """An elementwise op not launched yet: its op, its operands and, once run, its value."""
 
     __slots__ = ("handle", "spec", "args", "shape", "dtype", "value", "pos", "epoch",
-                 "__weakref__")
+                 "depth", "__weakref__")
 
-    def __init__(self, handle, spec, args, shape, dtype):
+    def __init__(self, handle, spec, args, shape, dtype, depth=1):
         self.handle = handle  # the stream it runs on
         self.spec = spec  # interned (op, compute C type, output C type, operand C types)
         self.args = args  # Lazy, cupy arrays (leaves) or NumPy scalars (constants)
@@ -99,6 +102,7 @@ class Lazy:
         self.value = None  # the cupy array once computed
         self.pos = 0  # place in the plan being built
         self.epoch = handle.epoch if handle is not None else 0  # the flush it belongs to
+        self.depth = depth  # the longest chain of unlaunched ops ending here
 
     def __dlpack_device__(self):
         return (2, self.handle.index)  # kDLCUDA

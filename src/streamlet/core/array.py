@@ -189,8 +189,8 @@ def wait(n) -> None:
     if n.error is not None:
         raise_error(n)
     if n.data is None:
-        raise ValueError("[eval] Cannot evaluate an array that only stands for an input "
-                         "while a function is traced.")
+        raise ValueError("[eval] Attempting to eval an array during function "
+                         "transformations like compile or vmap is not allowed.")
 
 
 def raise_error(n):
@@ -239,6 +239,9 @@ def alias(a, state=None) -> array:
 _IDENTITY = Primitive("identity", lambda xp, x: x)
 
 
+_F64 = dt.float64
+
+
 def node(prim, inputs, shape, dtype, params, state) -> array:
     """A new unevaluated array: `prim` applied to the arrays `inputs` on the stream `state`."""
     k = len(inputs)
@@ -248,6 +251,8 @@ def node(prim, inputs, shape, dtype, params, state) -> array:
         ins = (inputs[0]._node,)
     else:
         ins = tuple([x._node for x in inputs])
+    if state is not None and state.gpu and (dtype is _F64 or any(i.dtype is _F64 for i in ins)):
+        raise ValueError("float64 is not supported on the GPU")  # MLX's rule and words
     n = Node(shape, dtype, prim, ins, params, state)
     if TRACING.depth:
         for i in ins:

@@ -39,7 +39,7 @@ def _order(outputs):
     """
     found = []
     stack = []
-    pending = False
+    pending = placeholder = False
     for o in outputs:
         if o.prim is not None and not o.seq:
             o.seq = -1
@@ -54,6 +54,13 @@ def _order(outputs):
                     stack.append(c)
                 elif c.seq > 0:
                     pending = True
+            elif c.data is None and c.error is None:
+                placeholder = True  # an input of a function being compiled or vmapped
+    if placeholder:
+        for n in found:
+            n.seq = 0
+        raise ValueError("[eval] Attempting to eval an array during function "
+                         "transformations like compile or vmap is not allowed.")
     if len(found) > 1:
         found.sort(key=_birth)
     return found, pending

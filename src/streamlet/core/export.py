@@ -57,6 +57,7 @@ class Elsewhere:
 
     def __init__(self, device):
         self.stream = Elsewhere._Stream(device)
+        self.gpu = bool(device.type.value)
 
 
 # -- arguments, as MLX takes them ---------------------------------------------------------

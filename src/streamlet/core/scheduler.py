@@ -35,12 +35,13 @@ class StreamError(RuntimeError):
 class StreamState:
     """The executor side of one Stream."""
 
-    __slots__ = ("stream", "owner", "backend", "native", "lock", "cond", "queue", "active",
-                 "issued", "completed", "waiters", "sleepers", "errors", "closed",
+    __slots__ = ("stream", "gpu", "owner", "backend", "native", "lock", "cond", "queue",
+                 "active", "issued", "completed", "waiters", "sleepers", "errors", "closed",
                  "__weakref__")
 
     def __init__(self, stream, owner, backend):
         self.stream = stream
+        self.gpu = bool(stream.device.type.value)
         self.owner = owner  # the per-thread token of the owning thread; None: any thread
         self.backend = backend
         self.native = None  # the backend's own handle for this stream (a CUDA stream)

@@ -5,6 +5,8 @@ import functools
 import math
 import operator
 
+import numpy as np
+
 from . import build as b
 from . import rules
 from . import dims
@@ -35,7 +37,9 @@ def _linspace(xp, start, stop, num, endpoint, inner, dtype):
     return ((one - t) * inner.type(start) + t * inner.type(stop)).astype(dtype)
 
 
-_ARANGE = b.make("arange", _arange)
+# on a GPU too the values are added up one after another, on the host (a device scan
+# associates differently and rounds other values), then copied over
+_ARANGE = b.make("arange", _arange, gpu=lambda xp, **p: xp.asarray(_arange(np, **p)))
 _LINSPACE = b.make("linspace", _linspace)
 _EYE = b.make("eye", lambda xp, n, m, k, dtype: xp.eye(n, m, k, dtype=dtype))
 _ASTYPE = b.make("astype", lambda xp, a, dtype: a.astype(dtype),
