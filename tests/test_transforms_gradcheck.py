@@ -622,10 +622,17 @@ def _all_primitives():
             and getattr(o.kernel, "__module__", "").startswith("streamlet")]
 
 
+def _kind(name):
+    """A primitive's entry in NOT_DIFFERENTIABLE: compile's fused runs are named by their
+    ops (CompiledMultiplyAdd)."""
+    return "compiled" if name.startswith("Compiled") else name
+
+
 def test_every_primitive_has_a_vjp_or_a_reason():
     prims = _all_primitives()
     names = {p.name for p in prims}
-    missing = sorted({p.name for p in prims if p.vjp is None} - set(NOT_DIFFERENTIABLE))
+    missing = sorted({p.name for p in prims if p.vjp is None and
+                      _kind(p.name) not in NOT_DIFFERENTIABLE})
     assert not missing, f"primitives without a vjp rule and not listed: {missing}"
     stale = sorted(n for n in NOT_DIFFERENTIABLE if n in names and
                    all(p.vjp is not None for p in prims if p.name == n))
@@ -676,3 +683,43 @@ def test_a_primitive_without_a_rule_raises_naming_it(name, fn):
                       lambda: mx.jvp(fn, [a], [mx.ones_like(a)])):
         with pytest.raises(ValueError, match=f"primitive {name} has no"):
             transform()
+
+
+# Cases whose vmap goes through vmap's per-slice loop, which has no vjp yet: the gradient
+# of the vmapped function raises (see the transforms report).
+LOOPED = {
+    # the update ops (ops/updates.py) have no vmap rule
+    "scatter_set", "scatter_add", "scatter_max", "scatter_min", "slice_update",
+    "dynamic_slice_update", "masked_scatter", "put_along_axis", "depends",
+    "diag", "istft", "istft_length",  # composites through a scatter
+    "gather_mm", "gather_qmm", "gather_qmm_x",
+    "quantized_matmul", "rope_freqs", "rope_freqs_traditional",  # batched scales, freqs
+}
+# vmap replays stop_gradient as the identity (transforms.py): gradients then flow through
+# it; MLX keeps it.  See test_transforms_oracle::test_grad_of_vmap_through_stop_gradient.
+STOP_GRADIENT_DROPPED = {"argsort", "argpartition"}
+
+
+@pytest.mark.parametrize("case", VMAP_CASES, ids=repr)
+def test_grad_of_vmap_is_the_stacked_grads(case):
+    """The gradient of the batch's summed loss is each item's gradient, stacked."""
+    first, rng = _inputs(case, seed=4)
+    second, _ = _inputs(case, seed=5)
+    weights = _weights(case, first, rng)
+    loss = _loss_fn(case, weights)
+    batched = [mx.array(np.stack([a, b]), dtype=F64) for a, b in zip(first, second)]
+
+    def total(*xs):
+        return mx.sum(mx.vmap(loss)(*xs))
+    if case.name in STOP_GRADIENT_DROPPED:
+        pytest.xfail("stop_gradient under vmap")
+    if case.name in LOOPED:
+        with pytest.raises(ValueError, match="vmap_loop has no vjp"):
+            _grads(total, batched)
+        return
+    got = _grads(total, batched)
+    for item, arrays in enumerate((first, second)):
+        want = _grads(loss, [mx.array(a, dtype=F64) for a in arrays])
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.array(g[item]), np.array(w), rtol=1e-9, atol=1e-12,
+                                       err_msg=f"{case.name}: item {item}")

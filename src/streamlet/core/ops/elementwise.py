@@ -428,7 +428,20 @@ def _divmod(xp, x, y, dtype):
 
 # one primitive, as MLX's DivMod: its derivatives are zero (both results are piecewise
 # constant as MLX defines them, though `a % b` alone has derivative 1 in `a`)
-_DIVMOD = b.make("divmod", _divmod, multi=True,
+def _divmod_vmap(axes, results, x, y, dtype, outs):
+    from .shape import expand_dims
+    rank = len(results[0]._shape)
+    moved = []
+    for v, ax in zip((x, y), axes):
+        if ax is not None:
+            v = rules.to_front(v, ax)
+            lack = rank - (v.ndim - 1)
+            v = expand_dims(v, tuple(range(1, lack + 1))) if lack > 0 else v
+        moved.append(v)
+    return divmod(*moved), [0, 0]
+
+
+_DIVMOD = b.make("divmod", _divmod, multi=True, vmap=_divmod_vmap,
                  vjp=lambda cots, results, x, y, **p: (None, None),
                  jvp=lambda t, results, x, y, **p: [rules.zero_tangent(t, r) for r in results])
 

@@ -48,11 +48,21 @@ def _getitem_vjp(c, out, x, *arrays, index):
 
 
 def _getitem_vmap(axes, out, x, *arrays, index):
-    if arrays or axes[0] is None:  # advanced indices move axes around: slice by slice
+    """A batch axis in front of the index.  Advanced indices (arrays, and ints beside
+    them) that are not side by side put their broadcast dimensions first, ahead of the
+    batch; batched index arrays go slice by slice."""
+    if axes[0] is None or any(ax is not None for ax in axes[1:]):
         from ..vmap import batch_by_loop
         return batch_by_loop(axes, out, x, *arrays, index=index)
     x = to_front(x, axes[0])
-    return getitem(x, (_pyslice(None),) + index), 0
+    batched = getitem(x, (_pyslice(None),) + fill_index(index, arrays))
+    if not arrays:
+        return batched, 0
+    advanced = [i for i, s in enumerate(index) if type(s) is _Slot or
+                (isinstance(s, int) and not isinstance(s, bool))]
+    if advanced[-1] - advanced[0] + 1 == len(advanced):
+        return batched, 0
+    return batched, len(b.broadcast_shapes(*[a._shape for a in arrays]))
 
 
 def _gather_shape(params, shape, *index_shapes):
@@ -120,7 +130,7 @@ def parse_index(a, index, op):
     try:
         shape = _dummy(a._shape)[tuple(probe)].shape
     except IndexError as exc:
-        raise IndexError(f"[{op}] {exc} (array shape {a._shape}).") from None
+        raise b.BadIndex(f"[{op}] {exc} (array shape {a._shape}).") from None
     return tuple(template), arrays, shape
 
 
@@ -156,6 +166,9 @@ _TAKE = b.make("take", _take, shape=_take_shape,
 
 def _int_indices(indices, op):
     indices = b.as_array(indices, op)
+    if indices.size == 0 and indices._dtype.kind != "c":  # as MLX: no index, no type
+        from .creation import astype
+        return astype(indices, b.dt.int32) if indices._dtype.kind not in "iu" else indices
     if indices._dtype.kind not in "iu":
         raise ValueError(f"[{op}] Got indices with invalid dtype. Indices must be integral.")
     return indices
@@ -247,7 +260,15 @@ def _dynamic_slice_vjp(c, out, x, starts, axes, sizes):
     return (slice_update(_zeros_for(c, x), c, starts, axes), None)
 
 
-_SLICE = b.make("slice", _dynamic_slice, vjp=_dynamic_slice_vjp,
+def _dynamic_slice_vmap(vaxes, out, x, starts, axes, sizes):
+    if vaxes[1] is not None:  # a start per item: slice by slice
+        from ..vmap import batch_by_loop
+        return batch_by_loop(vaxes, out, x, starts, axes=axes, sizes=sizes)
+    x = to_front(x, vaxes[0])
+    return slice(x, starts, tuple(a + 1 for a in axes), (x._shape[0],) + sizes), 0
+
+
+_SLICE = b.make("slice", _dynamic_slice, vjp=_dynamic_slice_vjp, vmap=_dynamic_slice_vmap,
                 jvp=lambda t, out, x, starts, axes, sizes: slice(t[0], starts, axes, sizes))
 
 

@@ -476,6 +476,34 @@ def _matrices_vmap(axes, out, a, **params):
     return rebuild(out, (a,), (a._shape[0],) + out._shape), 0
 
 
+def _solve_vmap(axes, out, a, y, **params):
+    """The batch axis first in each batched input, ones after it so that the inputs' own
+    batch axes line up (`a` has two matrix axes, `y` one when a vector)."""
+    from .rules import rebuild, to_front
+    core = (2, 1 if params.get("vector") else 2)
+    depth = max(v.ndim - (ax is not None) - c for v, ax, c in zip((a, y), axes, core))
+    moved = []
+    for v, ax, c in zip((a, y), axes, core):
+        if ax is not None:
+            v = to_front(v, ax)
+            lack = depth - (v.ndim - 1 - c)
+            v = _sh.expand_dims(v, tuple(range(1, lack + 1))) if lack > 0 else v
+        moved.append(v)
+    size = next(v._shape[0] for v, ax in zip(moved, axes) if ax is not None)
+    return rebuild(out, moved, (size,) + out._shape), 0
+
+
+def _public_vmap(op):
+    """Multi-output factorizations of stacks of matrices: the public op on the input with
+    its batch axis first gives every result batched in front."""
+    def rule(axes, results, a, **params):
+        from .rules import to_front
+        kept = {k: v for k, v in params.items() if k not in ("outs", "result")}
+        got = op(to_front(a, axes[0]), **{{"uplo": "UPLO"}.get(k, k): v for k, v in kept.items()})
+        return list(got), [0] * len(results)
+    return rule
+
+
 _SINGULAR = "The matrix is singular"
 _INV = _op("inv", lambda xp, a: xp.linalg.inv(a), f"[linalg.inv] {_SINGULAR}",
            vjp=_inv_vjp, jvp=_inv_jvp, vmap=_matrices_vmap)
@@ -484,19 +512,24 @@ _TRI_INV = _op("tri_inv", _tri_inv, f"[linalg.tri_inv] {_SINGULAR}", vjp=_tri_in
 _CHOL = _op("cholesky", _cholesky, vmap=_matrices_vmap)
 _CHOL_INV = _op("cholesky_inv", _cholesky_inv, f"[linalg.cholesky_inv] {_SINGULAR}",
                 **via(_cholesky_inv_composite))
-_SOLVE = _op("solve", _solve, f"[linalg.solve] {_SINGULAR}", vjp=_solve_vjp, jvp=_solve_jvp)
+_SOLVE = _op("solve", _solve, f"[linalg.solve] {_SINGULAR}", vjp=_solve_vjp, jvp=_solve_jvp,
+             vmap=_solve_vmap)
 _SOLVE_TRI = _op("solve_triangular", _solve_tri, f"[linalg.solve_triangular] {_SINGULAR}",
-                 vjp=_solve_tri_vjp, jvp=_solve_tri_jvp)
+                 vjp=_solve_tri_vjp, jvp=_solve_tri_jvp, vmap=_solve_vmap)
 _PINV = _op("pinv", lambda xp, a: xp.linalg.pinv(a), "[linalg.pinv] SVD did not converge",
             vmap=_matrices_vmap)
 _DET = _op("det", _det, vjp=_det_vjp, jvp=_det_jvp, vmap=_matrices_vmap)
-_SLOGDET = _op("slogdet", _slogdet, multi=True, vjp=_slogdet_vjp, jvp=_slogdet_jvp)
-_QR, _SVD = _op("qr", _qr, multi=True), _op("svd", _svd, multi=True)
+_SLOGDET = _op("slogdet", _slogdet, multi=True, vjp=_slogdet_vjp, jvp=_slogdet_jvp,
+               vmap=_public_vmap(lambda a: slogdet(a)))
+_QR = _op("qr", _qr, multi=True, vmap=_public_vmap(lambda a: qr(a)))
+_SVD = _op("svd", _svd, multi=True, vmap=_public_vmap(lambda a: svd(a)))
 _SVDVALS = _op("svd", _svdvals, vmap=_matrices_vmap)
-_EIG, _EIGVALS = _op("eig", _eig, multi=True), _op("eigvals", _eigvals, vmap=_matrices_vmap)
-_EIGH = _op("eigh", _eigh, multi=True)
+_EIG = _op("eig", _eig, multi=True, vmap=_public_vmap(lambda a: eig(a)))
+_EIGVALS = _op("eigvals", _eigvals, vmap=_matrices_vmap)
+_EIGH = _op("eigh", _eigh, multi=True, vmap=_public_vmap(lambda a, UPLO: eigh(a, UPLO)))
 _EIGVALSH = _op("eigvalsh", _eigvalsh, vmap=_matrices_vmap)
-_LU, _LU_FACTOR = _op("lu", _lu, multi=True), _op("lu_factor", _lu_factor, multi=True)
+_LU = _op("lu", _lu, multi=True, vmap=_public_vmap(lambda a: lu(a)))
+_LU_FACTOR = _op("lu_factor", _lu_factor, multi=True, vmap=_public_vmap(lambda a: lu_factor(a)))
 
 
 # -- public ops ---------------------------------------------------------------------------------

@@ -212,9 +212,20 @@ def _einsum_jvp(t, out, *operands, subscripts, dtype):
     return functools.reduce(lambda p, q: p + q, terms)
 
 
+def _einsum_vmap(axes, out, *operands, subscripts, dtype):
+    """A new index for the batch: in front of each batched operand's and the result's."""
+    terms, res = _einsum_terms(subscripts, operands)
+    used = set(res).union(*terms)
+    new = next(ch for ch in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+               if ch not in used)
+    moved = [to_front(x, ax) for x, ax in zip(operands, axes)]
+    spec = ",".join(new + t if ax is not None else t for t, ax in zip(terms, axes))
+    return einsum(spec + "->" + new + res, *moved), 0
+
+
 _EINSUM = b.make("einsum", product_kernel(lambda xp, *operands, subscripts:
                                           xp.einsum(subscripts, *operands, optimize="greedy")),
-                 vjp=_einsum_vjp, jvp=_einsum_jvp)
+                 vjp=_einsum_vjp, jvp=_einsum_jvp, vmap=_einsum_vmap)
 
 
 def einsum(subscripts, *operands, stream=None):

@@ -214,8 +214,19 @@ def _dequantize_jvp(t, out, w, scales, biases, group_size, bits, dtype, names):
     return flatten(grouped, -2, -1)
 
 
+def _dequantize_vmap(axes, out, *inputs, **params):
+    """The batch axis first in every input (the unbatched ones broadcast to it): the kernel
+    takes any leading axes."""
+    from .rules import batch_size, rebuild, to_front
+    from .shape import broadcast_to, expand_dims
+    size = batch_size(inputs, axes)
+    moved = [to_front(v, ax) if ax is not None else
+             broadcast_to(expand_dims(v, 0), (size,) + v._shape) for v, ax in zip(inputs, axes)]
+    return rebuild(out, moved, (size,) + out._shape), 0
+
+
 _DEQUANTIZE = b.make("dequantize", _affine_dequantize, vjp=_dequantize_vjp,
-                     jvp=_dequantize_jvp)
+                     jvp=_dequantize_jvp, vmap=_dequantize_vmap)
 
 
 # -- fp8 (E4M3, saturating) and fp4 (E2M1) ------------------------------------------------
@@ -642,7 +653,18 @@ def _qmm_jvp(tangents, out, x, w, scales, *rest, gs, bits, mode, transpose, dtyp
                             transpose, gs, bits, mode, stream=_stream_of(out))
 
 
-_QMM = b.make("quantized_matmul", _qmm, vjp=_qmm_vjp, jvp=_qmm_jvp)
+def _qmm_vmap(axes, out, x, w, *rest, **params):
+    """A batched input with a matrix of weights: the batch is one more leading axis of x;
+    batched weights go slice by slice."""
+    from .rules import rebuild, to_front
+    if any(a is not None for a in axes[1:]) or w.ndim != 2:
+        from ..vmap import batch_by_loop
+        return batch_by_loop(axes, out, x, w, *rest, **params)
+    x = to_front(x, axes[0])
+    return rebuild(out, (x, w, *rest), (x._shape[0],) + out._shape), 0
+
+
+_QMM = b.make("quantized_matmul", _qmm, vjp=_qmm_vjp, jvp=_qmm_jvp, vmap=_qmm_vmap)
 
 
 def _qmm_dims(op, x, w, scales, biases, transpose, gs, nb):

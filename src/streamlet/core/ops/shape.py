@@ -44,8 +44,20 @@ _SQUEEZE = b.make("squeeze", lambda xp, a, axis: xp.squeeze(a, axis),
                   shape=_squeeze_shape)
 # `a` broadcast to the shape of `like` (read for its shape only), so that a shapeless
 # compiled function follows `like`'s shape: the transforms spread cotangents with it
+def _broadcast_like_vmap(axes, out, a, like):
+    """The batch axis first in both, `a` given ones for the dimensions it lacks."""
+    rank = len(out._shape)
+    if axes[0] is not None:
+        a = to_front(a, axes[0])
+        lack = rank - (a.ndim - 1)
+        a = expand_dims(a, tuple(range(1, lack + 1))) if lack > 0 else a
+    if axes[1] is None:
+        return broadcast_to(a, (a._shape[0],) + out._shape), 0
+    return broadcast_like(a, to_front(like, axes[1])), 0
+
+
 _BROADCAST_LIKE = b.make("broadcast_like", lambda xp, a, like: xp.broadcast_to(a, like.shape),
-                         vjp=lambda c, out, a, like: (c, None),
+                         vjp=lambda c, out, a, like: (c, None), vmap=_broadcast_like_vmap,
                          jvp=lambda t, out, a, like: broadcast_like(t[0], like),
                          shape=lambda params, s_, like: (like, params))
 
