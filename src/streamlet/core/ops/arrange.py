@@ -151,7 +151,8 @@ def pad(a, pad_width, mode="constant", constant_values=0, *, stream=None):
     if mode not in _PAD_MODES:
         raise ValueError(f"Invalid padding mode ({mode}) passed to pad")
     widths = _pad_widths(pad_width, a.ndim)
-    value = b.as_array(constant_values, "pad")
+    value = b.scalar(constant_values, a._dtype) if b.is_scalar(constant_values) else \
+        b.as_array(constant_values, "pad")  # a Python float keeps a float64 array's digits
     if value.ndim != 0:
         raise ValueError("[pad] The padding value must be a scalar.")
     if mode in ("reflect", "symmetric"):

@@ -17,6 +17,10 @@ class AxisError(ValueError, IndexError):
     """An invalid axis: a ValueError as the issue asks, and an IndexError as MLX raises."""
 
 
+class BadIndex(ValueError, IndexError):
+    """An index that does not fit the array: MLX's ValueError, and NumPy's IndexError."""
+
+
 _PY_SCALARS = (float, int, bool, complex)
 
 
@@ -207,6 +211,6 @@ def cast(x, npdtype):
     return x if x.dtype == npdtype else x.astype(npdtype)
 
 
-__all__ = ["AxisError", "NO_PARAMS", "Parts", "SELECT", "array", "multi", "as_array", "broadcast_shapes", "cast",
+__all__ = ["AxisError", "BadIndex", "NO_PARAMS", "Parts", "SELECT", "array", "multi", "as_array", "broadcast_shapes", "cast",
            "check_shape", "const", "dt", "is_scalar", "make", "node", "normalize_axes",
            "normalize_axis", "promote_many", "promote_pair", "resolve", "scalar"]
