@@ -179,6 +179,8 @@ def _int_power(xp, x, y):
 
 
 def _power(xp, x, y):
+    if x.dtype.kind == "b":  # x ** y of truth values: 1 unless x is 0 and y is 1
+        return xp.logical_or(x, xp.logical_not(y))
     if x.dtype.kind in "iu":
         return _int_power(xp, x, y)
     return xp.power(x, y)
