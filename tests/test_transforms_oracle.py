@@ -521,8 +521,8 @@ def test_checkpoint_gives_the_same_gradients(mlx):
         plain = mod.grad(lambda x, w: mod.sum(block(block(x, w), w)), argnums=(0, 1))(x, w)
         cp = mod.checkpoint(block)
         checked = mod.grad(lambda x, w: mod.sum(cp(cp(x, w), w)), argnums=(0, 1))(x, w)
-        second = mod.grad(mod.grad(lambda x: mod.sum(cp(x, w) ** 3)))
-        return [*plain, *checked, mod.vmap(cp, in_axes=(0, None))(x, w)]
+        hvp = mod.grad(lambda x: mod.sum(mod.grad(lambda x: mod.sum(cp(x, w) ** 3))(x) * x))(x)
+        return [*plain, *checked, hvp, mod.vmap(cp, in_axes=(0, None))(x, w)]
     same(mlx, program)
 
 
