@@ -597,7 +597,6 @@ NOT_DIFFERENTIABLE = {
     "stop_gradient": "gradients stop here",
     "identity": "array.py's placeholder, never in a traced graph",
     "compiled": "fused runs; compile replays single ops under a transform",
-    "vmap_loop": "vmap's per-slice fallback (see test_transforms_oracle for grad of vmap)",
 }
 
 # Primitives with a vjp that these cases do not reach, and where they are checked.
@@ -605,6 +604,7 @@ CHECKED_ELSEWHERE = {
     "all_sum", "all_max", "all_min", "all_gather", "gather_shards", "sum_scatter",
     "sum_gradients",  # tests/test_distributed.py::test_gradient_rules
     "copy",  # the tracers' own copy: every transform goes through it
+    "vmap_loop",  # vmap's per-slice fallback: test_grad_of_vmap_is_the_stacked_grads
     "custom_function",  # made per call: tests/test_transforms_oracle.py
     "bitwise_invert", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
     "right_shift",  # integers only: zero cotangents, checked against mlx in the oracle tests
@@ -685,21 +685,6 @@ def test_a_primitive_without_a_rule_raises_naming_it(name, fn):
             transform()
 
 
-# Cases whose vmap goes through vmap's per-slice loop, which has no vjp yet: the gradient
-# of the vmapped function raises (see the transforms report).
-LOOPED = {
-    # the update ops (ops/updates.py) have no vmap rule
-    "scatter_set", "scatter_add", "scatter_max", "scatter_min", "slice_update",
-    "dynamic_slice_update", "masked_scatter", "put_along_axis", "depends",
-    "diag", "istft", "istft_length",  # composites through a scatter
-    "gather_mm", "gather_qmm", "gather_qmm_x",
-    "quantized_matmul", "rope_freqs", "rope_freqs_traditional",  # batched scales, freqs
-}
-# vmap replays stop_gradient as the identity (transforms.py): gradients then flow through
-# it; MLX keeps it.  See test_transforms_oracle::test_grad_of_vmap_through_stop_gradient.
-STOP_GRADIENT_DROPPED = {"argsort", "argpartition"}
-
-
 @pytest.mark.parametrize("case", VMAP_CASES, ids=repr)
 def test_grad_of_vmap_is_the_stacked_grads(case):
     """The gradient of the batch's summed loss is each item's gradient, stacked."""
@@ -711,15 +696,31 @@ def test_grad_of_vmap_is_the_stacked_grads(case):
 
     def total(*xs):
         return mx.sum(mx.vmap(loss)(*xs))
-    if case.name in STOP_GRADIENT_DROPPED:
-        pytest.xfail("stop_gradient under vmap")
-    if case.name in LOOPED:
-        with pytest.raises(ValueError, match="vmap_loop has no vjp"):
-            _grads(total, batched)
-        return
     got = _grads(total, batched)
     for item, arrays in enumerate((first, second)):
         want = _grads(loss, [mx.array(a, dtype=F64) for a in arrays])
         for g, w in zip(got, want):
             np.testing.assert_allclose(np.array(g[item]), np.array(w), rtol=1e-9, atol=1e-12,
                                        err_msg=f"{case.name}: item {item}")
+
+
+def test_grad_of_the_loop_fallback_for_a_multi_output_primitive(monkeypatch):
+    """Without its vmap rule, divmod is batched by vmap's per-slice loop; the loop's vjp
+    gives each slice's gradients, and a shared (unbatched) input's summed over slices."""
+    from streamlet.core.ops import elementwise
+    monkeypatch.setattr(elementwise._DIVMOD, "vmap", None)
+    rng = np.random.default_rng(7)
+    x = rng.uniform(1.2, 1.8, (3, 4)) + rng.integers(0, 3, (3, 4))
+    y = rng.uniform(0.6, 0.9, 4)
+
+    def item(a, b):
+        q, r = mx.divmod(a * b, b + 1)
+        return mx.sum(q * a + mx.sin(r) * b)
+
+    def total(a, b):
+        return mx.sum(mx.vmap(item, in_axes=(0, None))(a, b))
+    gx, gy = _grads(total, [mx.array(x, dtype=F64), mx.array(y, dtype=F64)])
+    want = [_grads(item, [mx.array(x[i], dtype=F64), mx.array(y, dtype=F64)]) for i in range(3)]
+    np.testing.assert_allclose(np.array(gx), np.stack([np.array(w[0]) for w in want]),
+                               rtol=1e-12)
+    np.testing.assert_allclose(np.array(gy), sum(np.array(w[1]) for w in want), rtol=1e-12)

@@ -424,8 +424,6 @@ def test_vmap_of_vmap_and_vmap_of_grad_of_matmul(mlx):
     same(mlx, program)
 
 
-@pytest.mark.xfail(strict=True, reason="vmap's per-slice loop (vmap_loop) has no vjp, and "
-                   "scatter and slice_update batch by it: see the transforms report")
 def test_grad_through_vmap_of_scatter_and_slice_update(mlx):
     def program(mod):
         idx = mod.array([1, 0])
@@ -439,8 +437,6 @@ def test_grad_through_vmap_of_scatter_and_slice_update(mlx):
     same(mlx, program)
 
 
-@pytest.mark.xfail(strict=True, reason="vmap replays stop_gradient as the identity "
-                   "(transforms.py STOP_GRADIENT's vmap rule), so grad of vmap flows through it")
 def test_grad_of_vmap_through_stop_gradient(mlx):
     same(mlx, lambda mod: mod.grad(lambda xs: mod.sum(mod.vmap(
         lambda x: x * mod.stop_gradient(x))(xs)))(_arr(mod, [[3.0, 1.0, 2.0]])))

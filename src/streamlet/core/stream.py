@@ -242,6 +242,8 @@ def build_on(state):
     """Make ops built on this thread without `stream=` go to `state` (the transforms put
     each op they derive from a node on that node's stream); returns the previous state
     for `restore_build`."""
+    if _local.current is state and _local.generation == _generation[0]:
+        return None  # already so: nothing to restore
     prev = (_local.current, _local.generation)
     _local.current, _local.generation = state, _generation[0]
     return prev

@@ -14,6 +14,8 @@ from __future__ import annotations
 from . import trees
 from .array import array, node, wrap
 from .graph import TRACING, Node, Primitive
+from . import ops as _ops
+from .ops.build import SELECT, Parts, as_array, broadcast_shapes
 from .ops.rules import same_shape
 from .stream import build_on, resolve, restore_build
 
@@ -25,8 +27,10 @@ def _identity_vmap(axes, out, x, **params):
 # A tracer: a copy of an input the walk stops at (and an outer transform walks through).
 COPY = Primitive("copy", lambda xp, x: x, vjp=lambda c, out, x: (c,),
                  jvp=lambda t, out, x: t[0], vmap=_identity_vmap, shape=same_shape)
-# Gradients stop here: the backward walk never enters it; jvp gives zero.
-STOP_GRADIENT = Primitive("stop_gradient", lambda xp, x: x, vmap=_identity_vmap,
+# Gradients stop here: the backward walk never enters it; jvp gives zero; batched, it
+# stays a stop (a gradient of the vmapped function must not pass it either).
+STOP_GRADIENT = Primitive("stop_gradient", lambda xp, x: x,
+                          vmap=lambda axes, out, x: (stop_gradient(x), axes[0]),
                           shape=same_shape)
 
 
@@ -36,7 +40,6 @@ def stop_gradient(a, /, *, stream=None) -> array:
     >>> mx.grad(lambda x: (x * mx.stop_gradient(x)).sum())(mx.array([3.0])).tolist()
     [3.0]
     """
-    from .ops.build import as_array
     a = as_array(a, "stop_gradient")
     return node(STOP_GRADIENT, (a,), a._shape, a._dtype, None, resolve(stream))
 
@@ -86,47 +89,41 @@ def _missing(n, rule):
     return ValueError(f"[{rule}] The primitive {n.prim.name} has no {rule} rule.")
 
 
-def b_shapes(*shapes):
-    from .ops.build import broadcast_shapes
-    return broadcast_shapes(*shapes)
-
-
 def fit(c, target: Node):
     """A cotangent `c` for input `target`: summed over the axes it was broadcast along
     (no shape written down, so a shapeless compiled backward follows new shapes), in
     `target`'s dtype."""
-    from .ops import astype, broadcast_to, expand_dims, sum as sum_
+    if c._shape == target.shape and c._dtype is target.dtype:
+        return c
     if c._shape != target.shape:
         if len(c._shape) < len(target.shape):  # a value broadcast with leading ones
-            c = expand_dims(c, tuple(range(len(target.shape) - len(c._shape))))
+            c = _ops.expand_dims(c, tuple(range(len(target.shape) - len(c._shape))))
             if c._shape != target.shape:
-                c = broadcast_to(c, b_shapes(c._shape, target.shape))
+                c = _ops.broadcast_to(c, broadcast_shapes(c._shape, target.shape))
         lead = len(c._shape) - len(target.shape)
         ones = tuple(lead + i for i, n in enumerate(target.shape)
                      if n == 1 and c._shape[lead + i] != 1)
         if ones:
-            c = sum_(c, axis=ones, keepdims=True)
+            c = _ops.sum(c, axis=ones, keepdims=True)
         if lead:
-            c = sum_(c, axis=tuple(range(lead)))
+            c = _ops.sum(c, axis=tuple(range(lead)))
     if c._dtype is not target.dtype:
-        c = astype(c, target.dtype)
+        c = _ops.astype(c, target.dtype)
     return c
 
 
 def fit_tangent(t, out: Node):
     """A tangent `t` for node `out`: broadcast to its shape, in its dtype when inexact
     (the tangents of bool and integer results stay as the inputs' tangents are)."""
-    from .ops import astype, broadcast_to
     if t._shape != out.shape:
-        t = broadcast_to(t, out.shape)
+        t = _ops.broadcast_to(t, out.shape)
     if t._dtype is not out.dtype and out.dtype.kind in "fcV":
-        t = astype(t, out.dtype)
+        t = _ops.astype(t, out.dtype)
     return t
 
 
 def _results(n):
     """Handles of the results of a multi-output node (new selection nodes)."""
-    from .ops.build import SELECT
     box = wrap(n)
     return [node(SELECT, (box,), shape, d, {"index": i}, n.stream)
             for i, (shape, d) in enumerate(n.params["outs"])]
@@ -134,18 +131,16 @@ def _results(n):
 
 def _accumulate(cot, i, r):
     """Add the cotangent `r` of input node `i` to what `cot` holds for it."""
-    from .ops import add
-    from .ops.build import Parts
     prev = cot.get(id(i))
     if type(r) is Parts:
         if prev is None:
             cot[id(i)] = Parts(r)
         else:
             for k, v in r.items():
-                prev[k] = v if prev.get(k) is None else add(prev[k], v)
+                prev[k] = v if prev.get(k) is None else _ops.add(prev[k], v)
         return
     r = fit(r, i)
-    cot[id(i)] = r if prev is None else add(prev, r)
+    cot[id(i)] = r if prev is None else _ops.add(prev, r)
 
 
 def vjp_nodes(outputs, primals, cotangents, wants):

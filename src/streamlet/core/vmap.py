@@ -30,8 +30,38 @@ def _looped(xp, *args, prim, axes, size, params):
     return xp.stack([xp.asarray(o) for o in outs])
 
 
-LOOPED = Primitive("vmap_loop", _looped)
-LOOPED_MULTI = make("vmap_loop", _looped, multi=True)
+def _looped_vjp(c, out, *inputs, prim, axes, size, params, outs=None):
+    """Slice by slice, the inner primitive's vjp; an input's cotangent is the slices'
+    stacked along its batch axis (summed if it has none), built only if wanted."""
+    from .ops import stack, sum as sum_
+    from .transforms import fit
+    if prim.vjp is None:
+        raise ValueError(f"[vjp] The primitive {prim.name} has no vjp rule.")
+    slices = [[x if ax is None else x[(slice(None),) * ax + (i,)] for x, ax in
+               zip(inputs, axes)] for i in range(size)]
+    if prim.multi:  # one cotangent (or None) and one result per output
+        results = [prim.vjp([None if ck is None else ck[i] for ck in c], [o[i] for o in out],
+                            *xs, **params) for i, xs in enumerate(slices)]
+    else:
+        results = [prim.vjp(c[i], out[i], *xs, **params) for i, xs in enumerate(slices)]
+
+    def gathered(k):
+        parts = [r[k] for r in results]
+        if any(p is None for p in parts):
+            return None
+
+        def build():
+            got = [fit(p if isinstance(p, array) else p(), xs[k]._node)
+                   for p, xs in zip(parts, slices)]
+            if axes[k] is None:
+                return got[0] if size == 1 else sum_(stack(got), axis=0)
+            return stack(got, axis=axes[k])
+        return build
+    return tuple(gathered(k) for k in range(len(inputs)))
+
+
+LOOPED = Primitive("vmap_loop", _looped, vjp=_looped_vjp)
+LOOPED_MULTI = make("vmap_loop", _looped, multi=True, vjp=_looped_vjp)
 
 
 def batch_by_loop(axes, out, /, *inputs, **params):

@@ -26,13 +26,12 @@ def _conj(x):
 def times(c, d):
     """`d * c` (MLX's order, which complex products round by), without an op when `d` is
     the Python number 1 or -1."""
-    from .elementwise import multiply, negative
     if type(d) in (int, float):
         if d == 1:
             return c
         if d == -1:
-            return negative(c)
-    return multiply(d, c) if isinstance(d, b.array) else multiply(c, d)
+            return _ew.negative(c)
+    return _ew.multiply(d, c) if isinstance(d, b.array) else _ew.multiply(c, d)
 
 
 def no_index_grad(op):
@@ -160,12 +159,12 @@ def from_partials(dx, dy):
 def via(fn):
     """vjp, jvp and vmap rules of a primitive from `fn(*inputs, **params)`, the same value
     built from ops that have rules (the kernel stays the fast path, the rules trace `fn`)."""
-    def vjp(c, out, *xs, **params):
+    def vjp(c, out, /, *xs, **params):
         from ..transforms import vjp as vjp_
         _, grads = vjp_(lambda *a: fn(*a, **params), list(xs), [c])
         return tuple(g if x._dtype.kind in "fcV" else None for g, x in zip(grads, xs))
 
-    def jvp(t, out, *xs, **params):
+    def jvp(t, out, /, *xs, **params):
         from ..transforms import jvp as jvp_
         from .creation import zeros
         ts = [ti if ti is not None else zeros(x._shape, x._dtype) for ti, x in zip(t, xs)]
@@ -175,3 +174,6 @@ def via(fn):
         from ..vmap import vmap as vmap_
         return vmap_(lambda *a: fn(*a, **params), in_axes=tuple(axes))(*xs), 0
     return {"vjp": vjp, "jvp": jvp, "vmap": vmap}
+
+
+from . import elementwise as _ew  # noqa: E402 (it imports this module: bound once both exist)
