@@ -8,12 +8,12 @@ replaced, or an array it updated in place, keeps the function's value.
 from __future__ import annotations
 
 from .array import array
+from .random import state as _key_state
 
 
 def _is_key_state(tree) -> bool:
     """`mx.random.state`: in a tree it stands for this thread's key (as in MLX)."""
-    from .random import state
-    return tree is state
+    return tree is _key_state
 
 
 def leaves(tree, strict=False, op="tree_flatten") -> list:
