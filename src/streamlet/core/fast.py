@@ -18,6 +18,7 @@ array([[0.365148, 0.730296, 1.09544, 1.46059]], dtype=float32)
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -248,6 +249,15 @@ def _exp_as_mlx(xp, x):
     return xp.where(x > 88, np.float32(np.inf), xp.where(x < -88, np.float32(0), out))
 
 
+@functools.lru_cache(maxsize=64)
+def _inv_freqs(xp, half, base):
+    """RoPE's default frequencies, base^(-i / half): the same for every call of a layer."""
+    inv = _exp_as_mlx(xp, xp.arange(0, -half, -1, dtype=_F32) * _F32(math.log(base) / half))
+    if xp is np:
+        inv.flags.writeable = False
+    return inv
+
+
 def _rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
     shape = x.shape
     if x.ndim == 3:
@@ -262,8 +272,7 @@ def _rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
     if freqs:
         inv = _F32(1) / freqs[0].astype(_F32)
     else:
-        inv = _exp_as_mlx(xp, xp.arange(0, -half, -1, dtype=_F32) *
-                          _F32(math.log(base) / half))
+        inv = _inv_freqs(xp, half, base)
     theta = pos[..., None] * inv
     cos, sin = xp.cos(theta).astype(x.dtype), xp.sin(theta).astype(x.dtype)
     if traditional:
