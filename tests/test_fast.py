@@ -10,20 +10,10 @@ import pytest
 import streamlet.core as mx
 from streamlet.core import custom_kernel, fast
 from conftest import requires_gpu
+from nn_oracle import numpy as _host
 
 DTYPES = ["float32", "float16", "bfloat16"]
 TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}
-
-
-def _host(a):
-    """An mlx or streamlet array as NumPy, bfloat16 widened to float32 (exactly)."""
-    if "bfloat16" in str(a.dtype):
-        if type(a).__module__.startswith("mlx"):
-            import mlx.core
-            a = a.astype(mlx.core.float32)
-        else:
-            a = a.astype(mx.float32)
-    return np.array(a)
 
 
 def _pair(mlx, x, dtype):

@@ -8,17 +8,7 @@ import pytest
 
 import streamlet.core as mx
 from conftest import requires_gpu
-
-
-def _host(a):
-    """An mlx or streamlet array as NumPy, bfloat16 widened to float32 (exactly)."""
-    if "bfloat16" in str(a.dtype):
-        if type(a).__module__.startswith("mlx"):
-            import mlx.core
-            a = a.astype(mlx.core.float32)
-        else:
-            a = a.astype(mx.float32)
-    return np.array(a)
+from nn_oracle import numpy as _host
 
 
 def _to_ours(a):
