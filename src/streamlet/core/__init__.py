@@ -39,3 +39,4 @@ _operators.install()
 __version__ = "0.1.0"
 from . import fast  # noqa: F401,E402
 from .export import FunctionExporter, export_function, exporter, import_function  # noqa: F401,E402
+from .timeline import Trace, TraceOp, TraceWait, start_trace, stop_trace, trace  # noqa: F401,E402,E501

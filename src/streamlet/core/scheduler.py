@@ -19,6 +19,7 @@ import warnings
 from ..backend import for_device_type
 from .graph import TRACING
 from .memory import TRACK_BYTES, track as track_memory
+from .timeline import TIMELINE
 
 # MLX computes inf and nan silently.  NumPy warns from the frame that called the
 # ufunc, which is one of our kernels: filtering those once costs nothing per op,
@@ -126,6 +127,7 @@ def run_node(node, state):
     itself after inputs made on other devices or streams.  Once run, the node lets
     go of its inputs, unless a transform is tracing it.
     """
+    t = TIMELINE.on and TIMELINE.begin(node, state)  # the trace's one test when it is off
     backend = state.backend
     args = []
     for a in node.inputs:
@@ -146,6 +148,8 @@ def run_node(node, state):
         with state.lock:
             if all(e is not node.error for e in state.errors):
                 state.errors.append(node.error)
+    if t:
+        TIMELINE.end(node, state, t)
     if not (node.tracer and TRACING.depth):
         node.prim = None
         node.inputs = ()
@@ -162,6 +166,7 @@ def run_batch(state, batch, blocking) -> bool:
     nodes, waits, signals = batch.nodes, batch.waits, batch.signals
     for i in range(batch.pos, len(nodes)):
         if waits and i in waits:
+            t = TIMELINE.on and TIMELINE.wait_begin(nodes[i])
             for producer in waits[i]:
                 pstate = producer.stream
                 if blocking:
@@ -169,6 +174,8 @@ def run_batch(state, batch, blocking) -> bool:
                 elif pstate.when_done(producer.seq, lambda: POOL.submit(state)):
                     batch.pos = i
                     return False
+            if t:
+                TIMELINE.wait_end(nodes[i], t)
             del waits[i]  # and with it this batch's hold on the producers' buffers
         node = nodes[i]
         nodes[i] = None  # an intermediate's buffer is freed once its last consumer has run
