@@ -26,6 +26,7 @@ import streamlet
 import streamlet.core as mx
 from streamlet.core.graph import Primitive
 from streamlet.core.ops import arrange, shape as shape_ops
+from streamlet.core.ops.elementwise import BINARY, UNARY
 
 F64 = mx.float64
 
@@ -124,7 +125,7 @@ def _times(op):
 
 
 def _unary_cases():
-    for name in mx.UNARY:
+    for name in UNARY:
         if name in INTEGER_ONLY:
             continue
         fn = getattr(mx, name)
@@ -147,7 +148,7 @@ BINARY_INTEGER_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
 
 
 def _binary_cases():
-    for name in mx.BINARY:
+    for name in BINARY:
         if name in BINARY_INTEGER_ONLY:
             continue
         fn = getattr(mx, name)

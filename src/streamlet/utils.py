@@ -14,6 +14,8 @@ from __future__ import annotations
 from itertools import zip_longest
 from typing import Any, Callable, Optional
 
+from . import _public
+
 __all__ = ["tree_flatten", "tree_map", "tree_map_with_path", "tree_merge", "tree_reduce",
            "tree_unflatten"]
 
@@ -168,3 +170,7 @@ def tree_merge(tree_a: Any, tree_b: Any, merge_fn: Optional[Callable] = None) ->
 
 def _is_empty(tree) -> bool:
     return isinstance(tree, (dict, list, tuple)) and len(tree) == 0
+
+
+def __dir__():
+    return _public.names(globals())

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from .. import _public
 from .ops import build as b
 from .ops.build import dt
 
@@ -571,3 +572,7 @@ from .custom_kernel import cuda_kernel, metal_kernel  # noqa: E402,F401
 
 __all__ = ["cross_entropy", "cuda_kernel", "layer_norm", "metal_kernel", "rms_norm", "rope",
            "scaled_dot_product_attention"]
+
+
+def __dir__():
+    return _public.names(globals())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _public
 from . import dtypes as dt
 from .ops import build as b
 from .ops.rules import along_axes, via
@@ -416,3 +417,7 @@ def istft(stft_matrix, n_fft=None, hop_length=None, win_length=None, window=None
 __all__ = ["fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2",
            "irfft2", "rfftn", "irfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift",
            "stft", "istft"]
+
+
+def __dir__():
+    return _public.names(globals())

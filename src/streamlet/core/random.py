@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from .. import _public
 from . import stream as _stream
 from .ops import build as b
 from .ops import elementwise as ew
@@ -569,3 +570,7 @@ def permutation(x, axis=0, key=None, *, stream=None):
 __all__ = ["bernoulli", "bits", "categorical", "gumbel", "key", "laplace",
            "multivariate_normal", "normal", "permutation", "randint", "seed", "split", "state",
            "truncated_normal", "uniform"]
+
+
+def __dir__():
+    return _public.names(globals())

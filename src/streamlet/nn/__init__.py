@@ -6,6 +6,16 @@
 >>> model(mx.zeros((3, 4))).shape
 (3, 2)
 """
-from . import init, losses  # noqa: F401
+from .. import _public
+from . import init, layers, losses, utils  # noqa: F401
 from .layers import *  # noqa: F401,F403
+from .layers import __all__ as _layer_names
 from .utils import average_gradients, value_and_grad  # noqa: F401
+
+# the layers, the public submodules (init, losses, layers, utils) and the training helpers
+__all__ = [*_layer_names, "init", "layers", "losses", "utils", "average_gradients",
+           "value_and_grad"]
+
+
+def __dir__():
+    return _public.names(globals())

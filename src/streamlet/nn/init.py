@@ -8,6 +8,7 @@ import math
 from typing import Callable, Literal
 
 import streamlet.core as mx
+from .. import _public
 
 
 def constant(value: float, dtype=mx.float32) -> Callable:
@@ -172,3 +173,11 @@ def orthogonal(gain: float = 1.0, dtype=mx.float32) -> Callable:
         return (q[:rows, :cols] * gain).astype(dtype)
 
     return initializer
+
+
+__all__ = ["constant", "glorot_normal", "glorot_uniform", "he_normal", "he_uniform", "identity",
+           "normal", "orthogonal", "sparse", "uniform"]
+
+
+def __dir__():
+    return _public.names(globals())

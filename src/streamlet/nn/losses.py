@@ -3,6 +3,7 @@ import math
 from typing import Literal, Optional, get_args
 
 import streamlet.core as mx
+from .. import _public
 
 
 Reduction = Literal["none", "mean", "sum"]
@@ -233,3 +234,12 @@ def margin_ranking_loss(inputs1, inputs2, targets, margin: float = 0.0,
                          f"inputs1.shape={inputs1.shape}, inputs2.shape={inputs2.shape}, and "
                          f"targets.shape={targets.shape}.")
     return _reduce(mx.maximum(0, -targets * (inputs1 - inputs2) + margin), reduction)
+
+
+__all__ = ["binary_cross_entropy", "cosine_similarity_loss", "cross_entropy", "gaussian_nll_loss",
+           "hinge_loss", "huber_loss", "kl_div_loss", "l1_loss", "log_cosh_loss",
+           "margin_ranking_loss", "mse_loss", "nll_loss", "smooth_l1_loss", "triplet_loss"]
+
+
+def __dir__():
+    return _public.names(globals())

@@ -7,6 +7,8 @@ from typing import Any, Callable, Optional
 import streamlet.core as mx
 from streamlet.utils import tree_flatten, tree_map, tree_unflatten
 
+from .. import _public
+
 from .layers.base import Module
 from .layers.distributed import clip_grad_norm_sharded  # noqa: F401  (MLX's place for it)
 
@@ -93,3 +95,10 @@ def average_gradients(gradients: Any, group=None, all_reduce_size: int = 32 * 10
             out.extend((k, p.reshape(g.shape)) for (k, g), p in zip(batch, parts))
             batch, size = [], 0
     return tree_unflatten(out)
+
+
+__all__ = ["average_gradients", "checkpoint", "clip_grad_norm_sharded", "value_and_grad"]
+
+
+def __dir__():
+    return _public.names(globals())

@@ -8,5 +8,13 @@
 >>> int(opt.step.item())
 0
 """
+from .. import _public
+from . import optimizers as _optimizers, schedulers as _schedulers
 from .optimizers import *  # noqa: F401,F403
 from .schedulers import *  # noqa: F401,F403
+
+__all__ = [*_optimizers.__all__, *_schedulers.__all__]
+
+
+def __dir__():
+    return _public.names(globals())

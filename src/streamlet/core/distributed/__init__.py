@@ -11,9 +11,14 @@ that build the same program issue their collectives in the same order.
 >>> mx.distributed.all_sum(mx.ones(3), group=world).tolist()   # a process on its own
 [1.0, 1.0, 1.0]
 """
+from ... import _public
 from .group import Group, init, is_available  # noqa: F401
 from .ops import (all_gather, all_max, all_min, all_sum, recv, recv_like, send,  # noqa: F401
                   sum_scatter)
 
 __all__ = ["Group", "all_gather", "all_max", "all_min", "all_sum", "init", "is_available",
            "recv", "recv_like", "send", "sum_scatter"]
+
+
+def __dir__():
+    return _public.names(globals())

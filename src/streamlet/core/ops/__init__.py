@@ -41,3 +41,25 @@ from .conv import conv1d, conv2d, conv3d, conv_general, conv_transpose1d, conv_t
     conv_transpose3d  # noqa: F401
 from .quantized import dequantize, from_fp8, gather_mm, gather_qmm, qqmm, quantize, \
     quantized_matmul, to_fp8  # noqa: F401,F811 (gather_mm: replaces products' version)
+
+# What `from .ops import *` gives streamlet.core: the op builders (those the tables make and
+# those imported above), not the tables, helpers and modules this package also holds.
+__all__ = sorted({*UNARY, *BINARY, *ALIASES, *REDUCTIONS, *SCANS,
+    "AxisError", "addmm", "allclose", "arange", "argmax", "argmin", "argpartition",
+    "argsort", "array_equal", "as_strided", "asarray", "astype", "atleast_1d", "atleast_2d",
+    "atleast_3d", "bartlett", "blackman", "block_masked_mm", "broadcast_arrays",
+    "broadcast_shapes", "broadcast_to", "can_cast", "clip", "concat", "concatenate",
+    "contiguous", "conv1d", "conv2d", "conv3d", "conv_general", "conv_transpose1d",
+    "conv_transpose2d", "conv_transpose3d", "convolve", "count_nonzero", "cumulative_prod",
+    "cumulative_sum", "depends", "dequantize", "diag", "diagonal", "diff", "divmod", "e",
+    "einsum", "einsum_path", "empty", "empty_like", "euler_gamma", "expand_dims", "eye",
+    "flatten", "flip", "from_fp8", "full", "full_like", "gather_mm", "gather_qmm",
+    "hadamard_transform", "hamming", "hanning", "identity", "inf", "inner", "isclose",
+    "kron", "linspace", "matmul", "matrix_norm", "matrix_transpose", "median", "meshgrid",
+    "minmax", "moveaxis", "nan", "nan_to_num", "newaxis", "ones", "ones_like", "outer",
+    "pad", "partition", "permute_dims", "pi", "put_along_axis", "qqmm", "quantize",
+    "quantized_matmul", "repeat", "reshape", "result_type", "roll", "round", "searchsorted",
+    "segmented_mm", "slice", "slice_update", "softmax", "sort", "split", "squeeze", "stack",
+    "std", "swapaxes", "take", "take_along_axis", "tensordot", "tile", "to_fp8", "topk",
+    "trace", "transpose", "tri", "tril", "triu", "unflatten", "unique", "unstack", "var",
+    "vecdot", "view", "where", "zeros", "zeros_like"})
