@@ -12,6 +12,9 @@ from ..backend import gpu_count, gpu_info
 class DeviceType(enum.Enum):
     """The kinds of device, `mx.cpu` and `mx.gpu`.
 
+    A DeviceType is accepted wherever a Device is, and stands for the device of
+    that type with index 0.
+
     >>> mx.Device(mx.cpu) == mx.cpu, mx.cpu
     (True, DeviceType.cpu)
     """
@@ -30,6 +33,18 @@ cpu, gpu = DeviceType.cpu, DeviceType.gpu
 
 class Device:
     """A device, a small immutable value equal to its bare DeviceType.
+
+    Devices compare equal to another Device of the same type and index and to
+    their bare DeviceType, and are hashable.
+
+    Args:
+        type (DeviceType): `mx.cpu` or `mx.gpu`.
+        index (int): which device of that type (default 0); a GPU's index is
+            its CUDA device number.
+
+    Attributes:
+        type (DeviceType): the kind of device.
+        index (int): its number among devices of its type.
 
     >>> mx.Device(mx.cpu), mx.Device(mx.cpu) == mx.cpu, mx.Device(mx.gpu, 1) == mx.gpu
     (Device(cpu, 0), True, True)
@@ -75,6 +90,13 @@ def as_device(d) -> Device:
 def device_count(type: DeviceType) -> int:
     """How many devices of a type exist.
 
+    Args:
+        type (DeviceType or Device): the kind of device.
+
+    Returns:
+        int: 1 for the CPU; the number of CUDA devices for the GPU (0 without
+        CuPy or without a GPU).
+
     >>> mx.device_count(mx.cpu)
     1
     """
@@ -84,6 +106,12 @@ def device_count(type: DeviceType) -> int:
 
 def is_available(d) -> bool:
     """Whether a device exists here.
+
+    Args:
+        d (Device or DeviceType): the device.
+
+    Returns:
+        bool: True if streams can be made on it.
 
     >>> mx.is_available(mx.cpu), mx.is_available(mx.Device(mx.cpu, 1))
     (True, False)
@@ -126,6 +154,16 @@ def set_global_default_device(d) -> None:
 
 def device_info(d=None) -> dict:
     """A dict describing a device (the default one if None).
+
+    Args:
+        d (Device, DeviceType or None): the device; None for the default device.
+
+    Returns:
+        dict: at least `device_name` and `architecture`, and memory sizes where
+        known (`memory_size` in bytes; a GPU's entries come from CUDA).
+
+    Raises:
+        ValueError: if the device does not exist here.
 
     >>> sorted(k for k in mx.device_info(mx.cpu) if k in ("architecture", "device_name"))
     ['architecture', 'device_name']

@@ -219,6 +219,21 @@ def _runs_here(work, blocking, pending):
 def eval(*args) -> None:
     """Evaluate arrays (or nested lists, tuples and dicts of them) and wait for them.
 
+    Each pending operation the arrays depend on runs on the stream it was built
+    for, in an order that respects dependencies; where an input comes from
+    another stream, the consumer's stream waits for it through an event, so
+    independent streams run at the same time. Values that are not arrays are
+    ignored.
+
+    Args:
+        *args: arrays, or trees (lists, tuples, dicts) of them.
+
+    Raises:
+        RuntimeError: if an operation an array depends on failed while running
+            (its message; also raised by every later read of the failed
+            arrays), or if the work would run on a `new_stream` stream of
+            another thread, or on one destroyed by `clear_streams`.
+
     >>> a = mx.ones((2,)) + 1
     >>> mx.eval(a); a.tolist()
     [2.0, 2.0]
@@ -236,8 +251,25 @@ def eval(*args) -> None:
 def async_eval(*args) -> None:
     """Schedule arrays for evaluation and return at once; a later read or eval waits.
 
-    Not inside a function transformation (ValueError, as in MLX): the transform needs
-    the graph it is building, and an asynchronous run would race with it.
+    The work is scheduled as `eval` schedules it; small work may run before
+    the call returns. Reading an array (`item`, `tolist`, `np.array`), an
+    `eval` of it or `synchronize` of its stream waits for it.
+
+    Args:
+        *args: arrays, or trees (lists, tuples, dicts) of them.
+
+    Raises:
+        ValueError: inside a function transformation (as in MLX): the transform
+            needs the graph it is building, and an asynchronous run would race
+            with it.
+        RuntimeError: if the work would run on a `new_stream` stream of
+            another thread, or on one destroyed by `clear_streams`. A failure
+            while running is raised by the later read, `eval` or `synchronize`.
+
+    >>> a = mx.exp(mx.zeros((3,)))
+    >>> mx.async_eval(a)
+    >>> a.tolist()
+    [1.0, 1.0, 1.0]
     """
     nodes = _flatten(args, [])
     if TRACING.depth and any(n.tracer for n in nodes):

@@ -24,6 +24,15 @@ _generation = [0]  # bumped when the process-wide default device changes
 class Stream:
     """An ordered queue of work on one device, a value compared by (device, index).
 
+    Work scheduled on one stream runs in the order it was scheduled; work on
+    different streams may run at the same time. Streams are not constructed
+    directly: `new_stream`, `new_thread_unsafe_stream`, `default_stream` and
+    `stream_from_thread_local_stream` make them.
+
+    Attributes:
+        device (Device): the device the stream's work runs on.
+        index (int): the stream's number, unique in the process.
+
     >>> s = mx.new_stream(mx.cpu)
     >>> s, s.device, s == s, s == mx.new_stream(mx.cpu)
     (Stream(Device(cpu, 0), ...), Device(cpu, 0), True, False)
@@ -62,6 +71,15 @@ class Stream:
 
 class ThreadLocalStream:
     """One handle naming a distinct stream in every thread that uses it.
+
+    Made by `new_thread_local_stream`. Wherever a stream is accepted (`stream=`,
+    `stream()`, `synchronize`) it stands for this thread's own concrete stream
+    for it, made on the thread's first use; `stream_from_thread_local_stream`
+    returns that stream. Its indices are numbered apart from `Stream`'s.
+
+    Attributes:
+        device (Device): the device of every stream it resolves to.
+        index (int): the handle's number among thread-local streams.
 
     >>> mx.new_thread_local_stream(mx.cpu)
     ThreadLocalStream(Device(cpu, 0), ...)
@@ -112,6 +130,12 @@ def _owner():
 def default_device() -> Device:
     """The device ops run on without `stream=`: the GPU if present, else the CPU.
 
+    Inside a `stream()` context it is the context's device, for the thread that
+    entered it; elsewhere the process-wide default set by `set_default_device`.
+
+    Returns:
+        Device: this thread's default device.
+
     >>> with mx.stream(mx.cpu):
     ...     mx.default_device()
     Device(cpu, 0)
@@ -121,7 +145,23 @@ def default_device() -> Device:
 
 
 def set_default_device(d) -> None:
-    """Set the process-wide default device: `set_default_device(mx.cpu)`."""
+    """Set the process-wide default device.
+
+    It applies to every thread outside a `stream()` context (a context keeps its
+    own device until it exits); each thread keeps its own default streams.
+
+    Args:
+        d (Device or DeviceType): the new default device.
+
+    Raises:
+        ValueError: if the device does not exist here (a GPU without one).
+
+    >>> before = mx.default_device()
+    >>> mx.set_default_device(mx.cpu)
+    >>> mx.default_device()
+    Device(cpu, 0)
+    >>> mx.set_default_device(before)
+    """
     _dev.set_global_default_device(d)
     _generation[0] += 1
 
@@ -132,6 +172,21 @@ def _new(device, owner, op):
 
 def new_stream(device) -> Stream:
     """A new stream on `device`, usable for evaluation only in the thread that made it.
+
+    The stream is thread-affine: any thread may build ops with `stream=s` and
+    `synchronize(s)`, but evaluating work on it from another thread raises
+    `RuntimeError` ("There is no Stream(cpu, 3) in current thread."). For a
+    stream that every thread may use, see `new_thread_unsafe_stream` and
+    `new_thread_local_stream`.
+
+    Args:
+        device (Device or DeviceType): where the stream's work runs.
+
+    Returns:
+        Stream: a stream with an index not used before in this process.
+
+    Raises:
+        ValueError: if the device does not exist here.
 
     >>> s = mx.new_stream(mx.cpu)
     >>> (mx.ones((2,), stream=s) * 3).tolist()
@@ -145,15 +200,44 @@ def new_stream(device) -> Stream:
 def new_thread_unsafe_stream(device) -> Stream:
     """A new stream usable from any thread.
 
-    The library orders work on it as it is submitted and never crashes, but it
-    serializes nothing between threads: if two threads submit to it at once,
-    which thread's work comes first is up to them.
+    The library orders work on it as it is submitted and keeps its own
+    bookkeeping consistent, but it serializes nothing between threads: if two
+    threads submit to it at once, which thread's work comes first is up to them.
+
+    Args:
+        device (Device or DeviceType): where the stream's work runs.
+
+    Returns:
+        Stream: a new stream that no thread owns.
+
+    Raises:
+        ValueError: if the device does not exist here.
+
+    >>> import threading
+    >>> s = mx.new_thread_unsafe_stream(mx.cpu)
+    >>> out = []
+    >>> t = threading.Thread(target=lambda: out.append((mx.ones((2,), stream=s) + 1).tolist()))
+    >>> t.start(); t.join(); out
+    [[2.0, 2.0]]
     """
     return _new(device, None, "new_thread_unsafe_stream")
 
 
 def new_thread_local_stream(device) -> ThreadLocalStream:
     """One handle that names a separate stream in each thread that uses it.
+
+    Each thread's stream for the handle is made (with `new_stream`) on that
+    thread's first use, so it is thread-affine like any `new_stream` stream,
+    and work of two threads on the same handle never shares a queue.
+
+    Args:
+        device (Device or DeviceType): where the streams' work runs.
+
+    Returns:
+        ThreadLocalStream: the handle.
+
+    Raises:
+        ValueError: if the device does not exist here.
 
     >>> tls = mx.new_thread_local_stream(mx.cpu)
     >>> (mx.arange(3, stream=tls) + 1).tolist()
@@ -165,6 +249,16 @@ def new_thread_local_stream(device) -> ThreadLocalStream:
 
 def stream_from_thread_local_stream(tls: ThreadLocalStream) -> Stream:
     """The concrete stream this thread's use of `tls` resolves to (made on first use).
+
+    Args:
+        tls (ThreadLocalStream): the handle.
+
+    Returns:
+        Stream: this thread's stream for `tls`; the same one on every call in
+        this thread until `clear_streams`, after which a new one is made.
+
+    Raises:
+        TypeError: if `tls` is not a ThreadLocalStream.
 
     >>> tls = mx.new_thread_local_stream(mx.cpu)
     >>> s = mx.stream_from_thread_local_stream(tls)
@@ -184,6 +278,18 @@ def stream_from_thread_local_stream(tls: ThreadLocalStream) -> Stream:
 def default_stream(device) -> Stream:
     """This thread's default stream for `device`, made on first use.
 
+    Every thread has its own default stream per device; `set_default_stream`
+    and `stream()` change it for the calling thread only.
+
+    Args:
+        device (Device or DeviceType): the device.
+
+    Returns:
+        Stream: the stream ops on `device` use when no stream is given.
+
+    Raises:
+        ValueError: if the device does not exist here.
+
     >>> mx.default_stream(mx.cpu) == mx.default_stream(mx.Device(mx.cpu, 0))
     True
     """
@@ -196,7 +302,24 @@ def default_stream(device) -> Stream:
 
 
 def set_default_stream(s) -> None:
-    """Make `s` this thread's default stream for its device (the default device is unchanged)."""
+    """Make `s` this thread's default stream for its device.
+
+    The default device is unchanged: `s` is used by ops without `stream=` only
+    while `s.device` is the default device. Inside a `stream()` context the
+    change lasts until the context exits.
+
+    Args:
+        s (Stream or ThreadLocalStream): the new default (a ThreadLocalStream
+            stands for this thread's stream for it).
+
+    >>> s = mx.new_stream(mx.cpu)
+    >>> with mx.stream(mx.cpu):
+    ...     mx.set_default_stream(s)
+    ...     mx.default_stream(mx.cpu) == s
+    True
+    >>> mx.default_stream(mx.cpu) == s  # the context restored the default on exit
+    False
+    """
     s = _concrete(s, "set_default_stream")
     _local.defaults[s.device] = s
     _local.overrides.pop(s.device, None)
@@ -205,6 +328,13 @@ def set_default_stream(s) -> None:
 
 def get_streams() -> list:
     """Every concrete stream made so far in the process and not destroyed.
+
+    Every thread's streams are listed (defaults, `new_stream` and thread-unsafe
+    streams, thread-local resolutions); `ThreadLocalStream` handles are not.
+    Streams destroyed by `clear_streams` are left out.
+
+    Returns:
+        list[Stream]: the live streams.
 
     >>> mx.new_stream(mx.cpu) in mx.get_streams()
     True
@@ -254,7 +384,21 @@ def restore_build(prev) -> None:
 
 
 class StreamContext:
-    """Inside it, this thread's default device and that device's default stream are `s`'s."""
+    """Inside it, this thread's default device and that device's default stream are `s`'s.
+
+    `stream(s)` returns one; see there. A context object may be entered again
+    after it exits, and nested within itself.
+
+    Args:
+        s (Stream, ThreadLocalStream, Device or DeviceType): what to use.
+
+    Raises:
+        TypeError: if `s` is None.
+
+    >>> with mx.StreamContext(mx.cpu):
+    ...     mx.default_device()
+    Device(cpu, 0)
+    """
 
     def __init__(self, s):
         if s is None:
@@ -289,6 +433,22 @@ class StreamContext:
 def stream(s) -> StreamContext:
     """Context manager: ops without `stream=` inside it run on `s` (or `s`'s device).
 
+    For the calling thread only, inside the context the default device is
+    `s`'s device and, when `s` is a stream, that device's default stream is
+    `s`. With a Device or DeviceType only the default device changes. Both are
+    restored on exit, also when the block raises; contexts nest.
+
+    Args:
+        s (Stream, ThreadLocalStream, Device or DeviceType): what to use (a
+            ThreadLocalStream stands for this thread's stream for it).
+
+    Returns:
+        StreamContext: the context manager.
+
+    Raises:
+        TypeError: if `s` is None or of another type.
+        ValueError: if its device does not exist here.
+
     >>> s = mx.new_stream(mx.cpu)
     >>> with mx.stream(s):
     ...     mx.default_stream(mx.cpu) == s
@@ -314,11 +474,23 @@ def _short(s):
 def synchronize(s=None) -> None:
     """Block until all work scheduled on `s` has finished; raise the error of a failed op.
 
-    `s` is a Stream, a ThreadLocalStream, a Device (its default stream) or None
-    (the default stream of the default device).  As in MLX, any thread may synchronize
-    any stream, another thread's `new_stream` included: it waits for the work that had
-    been scheduled on it (by any thread) when the call began, and raises the first
-    failure on it that nobody has reported yet.
+    As in MLX, any thread may synchronize any stream, another thread's
+    `new_stream` included: it waits for the work that had been scheduled on it
+    (by any thread) when the call began.
+
+    Args:
+        s (Stream, ThreadLocalStream, Device, DeviceType or None): the stream.
+            A Device means its default stream in this thread, a
+            ThreadLocalStream this thread's stream for it, None the default
+            stream of the default device.
+
+    Raises:
+        RuntimeError: with the message of the first operation that failed on
+            the stream and that nobody has been told of yet (an `eval` that
+            raised it counts as telling); each failure is reported once, and
+            the stream stays usable. Also if `s` was destroyed by
+            `clear_streams`.
+        TypeError: if `s` is of another type.
 
     >>> s = mx.new_stream(mx.cpu)
     >>> x = mx.linalg.inv(mx.zeros((2, 2)), stream=s)
@@ -348,7 +520,32 @@ def _report(st):
 
 
 def clear_streams() -> None:
-    """Finish and destroy the streams this thread made; reset its random state."""
+    """Finish and destroy the streams this thread made; reset its random state.
+
+    The calling thread's `new_stream` streams, its default streams and its
+    thread-local resolutions wait for their work and are destroyed; other
+    threads' streams and thread-unsafe streams are not touched. Arrays already
+    computed keep their values. Default streams and thread-local resolutions
+    are made afresh on next use, while evaluating on a destroyed `new_stream`
+    stream raises `RuntimeError`. The thread's global random key sequence
+    starts over unseeded (call `random.seed` again to repeat numbers).
+
+    >>> import threading
+    >>> out = []
+    >>> def work():
+    ...     s = mx.new_stream(mx.cpu)
+    ...     x = mx.ones((2,), stream=s) * 2
+    ...     mx.eval(x)
+    ...     mx.clear_streams()
+    ...     out.append((s in mx.get_streams(), x.tolist()))
+    ...     try:
+    ...         mx.eval(mx.ones((2,), stream=s))
+    ...     except RuntimeError as e:
+    ...         out.append(str(e))
+    >>> t = threading.Thread(target=work); t.start(); t.join()
+    >>> out
+    [(False, [2.0, 2.0]), 'Stream(Device(cpu, 0), ...) was destroyed by clear_streams().']
+    """
     owned, _local.owned = _local.owned, []
     for s in owned:
         st = s._state
