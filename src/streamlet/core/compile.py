@@ -237,6 +237,8 @@ def compile(fun, inputs=None, outputs=None, shapeless=False):
     >>> f(mx.array(0.0), mx.array(3.0)).item()
     3.0
     """
+    if not callable(fun):
+        raise TypeError(f"[compile] Expected a callable, got {type(fun).__name__}.")
     compiled = _Compiled(fun, inputs, outputs, shapeless)
 
     @functools.wraps(fun)
