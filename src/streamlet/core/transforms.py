@@ -221,7 +221,6 @@ def jvp_nodes(outputs, primals, tangents):
 
 def _jvp_by_transposing(n, ts, ins, params):
     """J t from the vjp rule: the gradient in `u` of sum_i <vjp_i(u), t_i> (linear in u)."""
-    from .ops import multiply, sum as sum_, zeros
     out = wrap(n)
 
     def pairing(u):
@@ -231,11 +230,11 @@ def _jvp_by_transposing(n, ts, ins, params):
                 continue
             if not isinstance(c, array):
                 c = c()
-            term = sum_(multiply(fit(c, n.inputs[i]), ts[i]))
+            term = _ops.sum(_ops.multiply(fit(c, n.inputs[i]), ts[i]))
             total = term if total is None else total + term
         return total
 
-    u = _tracer(zeros(n.shape, n.dtype))
+    u = _tracer(_ops.zeros(n.shape, n.dtype))
     value = pairing(u)
     if value is None:
         return None
@@ -282,14 +281,12 @@ def vjp(fun, primals, cotangents):
 
 
 def _zeros_like(p):
-    from .ops import zeros
     n = p._node
-    return zeros(n.shape, n.dtype, stream=n.stream.stream if n.prim is not None else None)
+    return _ops.zeros(n.shape, n.dtype, stream=n.stream.stream if n.prim is not None else None)
 
 
 def _pair_cotangents(outputs, cotangents, op):
     """One cotangent per output not made by stop_gradient, cast to that output's dtype."""
-    from .ops import astype
     cots, k = [], 0
     for o in outputs:
         if o._node.prim is STOP_GRADIENT:
@@ -308,7 +305,7 @@ def _pair_cotangents(outputs, cotangents, op):
             raise ValueError(msg)
         n = o._node
         st = n.stream.stream if n.prim is not None else None
-        cots.append(c if c._dtype is o._dtype else astype(c, o._dtype, stream=st))
+        cots.append(c if c._dtype is o._dtype else _ops.astype(c, o._dtype, stream=st))
     return cots
 
 
