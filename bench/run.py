@@ -6,6 +6,8 @@ Each round runs stream_bench.py once per module, in separate processes, one
 after the other, so both see the same machine; the table gives the median over
 rounds of each figure and the ratio streamlet / reference.  NumPy's own `a + b`
 and matmul are timed in the same run as the floor for those two workloads.
+Each figure is echoed to stderr as soon as it is measured (the run takes minutes); the
+table goes to stdout at the end.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import argparse
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +25,23 @@ HERE = Path(__file__).resolve().parent
 LOWER_IS_BETTER = ("_us",)
 
 
-def run_bench(module, device, only):
+def run_bench(module, device, only, label):
+    """stream_bench.py's figures for `module`, each echoed to stderr as it arrives."""
     cmd = [sys.executable, str(HERE / "stream_bench.py"), module, "--device", device]
     if only:
         cmd += ["--only", only]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return {k: float(v) for k, v in (line.split("\t") for line in out.splitlines() if line)}
+    print(f"{label} {module}:", file=sys.stderr, flush=True)
+    figures, t0 = {}, time.perf_counter()
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as proc:
+        for line in proc.stdout:
+            if line.strip():
+                k, v = line.split("\t")
+                figures[k] = float(v)
+                print(f"  {k:<24} {float(v):>12.3f}   ({time.perf_counter() - t0:.1f} s)",
+                      file=sys.stderr, flush=True)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return figures
 
 
 def numpy_floor():
@@ -52,10 +66,11 @@ def main():
         refs = []
     results = {m: [] for m in ["streamlet", *refs]}
     floors = []
-    for _ in range(args.rounds):
+    for i in range(args.rounds):
         for m in results:
-            results[m].append(run_bench(m, args.device, args.only))
+            results[m].append(run_bench(m, args.device, args.only, f"round {i + 1}/{args.rounds}"))
         if args.device == "cpu":
+            print(f"round {i + 1}/{args.rounds} NumPy floor", file=sys.stderr, flush=True)
             floors.append(numpy_floor())
     med = {m: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for m, rs in results.items()}
     header = "| workload | streamlet |" + "".join(f" {r} | ratio to {r} |" for r in refs)
