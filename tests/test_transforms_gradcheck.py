@@ -29,6 +29,9 @@ from streamlet.core.ops import arrange, shape as shape_ops
 from streamlet.core.ops.elementwise import BINARY, UNARY
 
 F64 = mx.float64
+# float64 has no GPU (as in MLX): the checks run on the CPU whatever the suite's device;
+# the rules build the same graphs on every device
+pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 # -- inputs -----------------------------------------------------------------------------------
