@@ -82,7 +82,7 @@ def test_bits_of_several_keys_fill_contiguous_blocks():
     np.testing.assert_array_equal(got, ref)
 
 
-@pytest.mark.skipif(tf.compiled() is None, reason="numba (the `fast` extra) is not installed")
+@pytest.mark.skipif(tf.compiled() is None, reason="numba is not installed")
 @pytest.mark.parametrize("n", (1, 2, 3, 7, 1001, 4 * tf.CHUNK + 6, 2 * tf.PARALLEL_MIN + 3))
 @pytest.mark.parametrize("transform", ("WORDS", "UNIT", "ERFINV_UNIT"))
 def test_numba_and_numpy_paths_give_identical_bits(monkeypatch, n, transform):
@@ -96,7 +96,34 @@ def test_numba_and_numpy_paths_give_identical_bits(monkeypatch, n, transform):
         np.testing.assert_array_equal(fast[:50], reference_words((123, 2**32 - 9), n)[:50])
 
 
-@pytest.mark.skipif(tf.compiled() is None, reason="numba (the `fast` extra) is not installed")
+NUMBA_LOADING = r"""
+import sys
+if sys.argv[1] == "blocked":
+    sys.modules["numba"] = None  # numba cannot be imported
+import numpy as np
+import streamlet.core as mx
+from streamlet.core.ops import threefry as tf
+small = np.array(mx.random.normal((1000,), key=mx.random.key(3)))
+loaded_small = sys.modules.get("numba") is not None
+big = np.array(mx.random.normal((tf.JIT_MIN,), key=mx.random.key(3)))
+print(loaded_small, sys.modules.get("numba") is not None, tf.compiled() is not None,
+      small.view(np.uint32).sum(dtype=np.uint64), big.view(np.uint32).sum(dtype=np.uint64))
+"""
+
+
+@pytest.mark.skipif(tf.compiled() is None, reason="numba is not installed")
+def test_numba_loads_on_the_first_large_draw_and_the_numpy_fallback_agrees():
+    import subprocess
+    import sys
+    run = lambda mode: subprocess.run([sys.executable, "-c", NUMBA_LOADING, mode], check=True,
+                                      capture_output=True, text=True).stdout.split()
+    jit, blocked = run("allowed"), run("blocked")
+    assert jit[:3] == ["False", "True", "True"]      # small draws do not pay for the JIT
+    assert blocked[:3] == ["False", "False", "False"]  # without numba: NumPy, no error
+    assert jit[3:] == blocked[3:]                     # the same bits either way
+
+
+@pytest.mark.skipif(tf.compiled() is None, reason="numba is not installed")
 def test_numba_logf_matches_numpy_emulation(rng):
     x = np.concatenate([rng.uniform(0, 3, 3 * tf.PARALLEL_MIN).astype(np.float32),
                         np.float32([0, -1, np.inf, -np.inf, np.nan, 1.2e-38, 1e-40, 3e38])])

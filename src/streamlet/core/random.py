@@ -51,7 +51,7 @@ def _hash_py(key, c0, c1):
 
 def _split_py(key):
     """`split(key)` on the host: (next key, subkey) as pairs of ints."""
-    fast = tf.compiled()
+    fast = tf.compiled(0)  # the compiled hash if loaded already: one is not worth loading it
     if fast is not None:
         return fast.split_pair(key)
     a = _hash_py(key, 0, 2)
@@ -215,7 +215,7 @@ def _log_as_mlx(xp, x):
     """MLX's CPU log: glibc's logf, rounded back to half types."""
     if xp is not np:
         return logf_glibc(xp, x).astype(x.dtype, copy=False)
-    fast = tf.compiled()
+    fast = tf.compiled(x.size)
     if fast is not None:
         return fast.logf(x).astype(x.dtype, copy=False)
     return tf.map_chunks(lambda c: logf_glibc(np, c), x, np.empty_like(x))

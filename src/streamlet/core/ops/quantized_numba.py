@@ -1,4 +1,4 @@
-"""Compiled affine quantization kernels (numba, the `fast` extra) for the CPU.
+"""Compiled affine quantization kernels (numba) for the CPU.
 
 NumPy's version of affine quantization and of a product with few rows re-reads the
 weight matrix a dozen times (unpack, cast, scale, shift, multiply); one compiled loop

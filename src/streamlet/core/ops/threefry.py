@@ -4,8 +4,8 @@ For one key, n words come from floor(n/2) counter pairs: the pair (y, y + H), H 
 hashes to words y and y + H; when n is odd the middle word is the first half of the hash
 of (n // 2, 0).  Counter ranges are independent, so the work is cut into cache-sized
 chunks, each run as a sequence of in-place NumPy ops, and the chunks are shared between
-the calling thread and workers, one per core (NumPy releases the GIL).  Where numba is installed a
-compiled loop does the same work (`fast` extra); both give the same bits.
+the calling thread and workers, one per core (NumPy releases the GIL).  A compiled loop
+(numba, a dependency) does the same work for large draws; both give the same bits.
 
 A *transform* turns hashed words into output values chunk by chunk (`WORDS`, `UNIT`,
 `ERFINV_UNIT`); each has a NumPy form and a numba form that round identically.
@@ -38,6 +38,16 @@ def _executor():
         if _pool is None:
             _pool = ThreadPoolExecutor(max(1, (os.cpu_count() or 1) - 1), "streamlet-threefry")
     return _pool
+
+
+def _after_fork_in_child():
+    """A forked child has none of the parent's threads: its first draw makes a new pool
+    (the inherited one counts idle workers that do not exist there, and waits forever)."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def key_schedule(k0, k1):
@@ -122,7 +132,7 @@ def fill(xp, key, n, transform=WORDS, param=None, out=None):
     if out is None:
         out = xp.empty(n, transform.dtype)
     half = n // 2
-    fast = compiled() if xp is np else None
+    fast = compiled(n) if xp is np else None
     if n % 2:
         (fast.middle if fast else _middle)(xp, key, transform, param, out, half)
     if half == 0:
@@ -154,7 +164,12 @@ def in_parts(n, work):
         work(0, n)
         return
     step = (n // parts + CHUNK - 1) // CHUNK * CHUNK
-    jobs = [_executor().submit(work, a, min(a + step, n)) for a in range(step, n, step)]
+    jobs = []
+    for a in range(step, n, step):
+        try:
+            jobs.append(_executor().submit(work, a, min(a + step, n)))
+        except RuntimeError:  # the interpreter is exiting (a thread still computing): here
+            work(a, min(a + step, n))
     work(0, step)
     for job in jobs:
         job.result()
@@ -170,13 +185,21 @@ def key_bytes(xp, keys, nbytes):
 
 
 _UNLOADED = object()
-_numba = _UNLOADED  # the compiled twin: loaded on first use (numba takes ~0.15 s to import)
+_numba = _UNLOADED  # the compiled twin: loaded on the first large draw, None without numba
+# Values below which NumPy does the work while numba is not loaded yet: importing numba and
+# its first call (loading the cached kernels) cost about 0.3 s a process, 1 << 20 values
+# about 30 ms on NumPy, so small programs never pay for the JIT (bench/RESULTS.md).
+JIT_MIN = 1 << 20
 
 
-def compiled():
-    """threefry_numba, or None where numba is not installed (NumPy then does everything)."""
+def compiled(n=None):
+    """threefry_numba for work of `n` values (None: any size), or None for the NumPy path:
+    where numba is not installed, or for small work while numba is not loaded yet (both
+    paths give the same bits)."""
     global _numba
     if _numba is _UNLOADED:
+        if n is not None and n < JIT_MIN:
+            return None
         try:
             from . import threefry_numba as module
         except ImportError:

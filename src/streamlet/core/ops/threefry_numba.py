@@ -1,4 +1,4 @@
-"""Compiled Threefry and transforms (numba, the `fast` extra): the NumPy path, fused.
+"""Compiled Threefry and transforms (numba): the NumPy path, fused.
 
 Pure NumPy spends most of its time re-reading buffers (about 110 passes per chunk for the
 hash and 60 for erfinv), which caps it at about MLX's speed; one compiled loop per chunk
