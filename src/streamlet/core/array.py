@@ -189,6 +189,9 @@ def wait(n) -> None:
     if n.error is not None:
         raise_error(n)
     if n.data is None:
+        if n.prim is not None:  # scheduled, its stream moved on, and it never ran
+            raise RuntimeError("[eval] This array was never computed: its evaluation was "
+                               "interrupted, or the process forked while it ran.")
         raise ValueError("[eval] Attempting to eval an array during function "
                          "transformations like compile or vmap is not allowed.")
 

@@ -7,7 +7,7 @@ import threading
 
 from .array import array, raise_error
 from .graph import TRACING
-from .scheduler import POOL, Batch, drain, run_batch, run_node
+from .scheduler import POOL, Batch, cancel_nodes, drain, run_batch, run_node
 from .stream import check_usable
 
 _enqueue_lock = threading.Lock()  # one eval's batches enter all their streams' queues at once
@@ -35,35 +35,46 @@ def _order(outputs):
 
     Nodes are numbered as they are built and an input is always built before
     its consumer, so sorting by that number is a topological order.  A found
-    node is marked with `_seq = -1` until `_enqueue` gives it its number.
+    node is marked with `_seq = -1` until `_enqueue` gives it its number; when this
+    step is interrupted (Ctrl-C in a large graph), the marks are taken off again, or
+    the marked nodes would look scheduled and never run.
     """
     found = []
     stack = []
     pending = placeholder = False
-    for o in outputs:
-        if o.prim is not None and not o.seq:
-            o.seq = -1
-            stack.append(o)
-    while stack:
-        n = stack.pop()
-        found.append(n)
-        for c in n.inputs:
-            if c.prim is not None:
-                if not c.seq:
-                    c.seq = -1
-                    stack.append(c)
-                elif c.seq > 0:
-                    pending = True
-            elif c.data is None and c.error is None:
-                placeholder = True  # an input of a function being compiled or vmapped
-    if placeholder:
-        for n in found:
-            n.seq = 0
-        raise ValueError("[eval] Attempting to eval an array during function "
-                         "transformations like compile or vmap is not allowed.")
-    if len(found) > 1:
-        found.sort(key=_birth)
+    try:
+        for o in outputs:
+            if o.prim is not None and not o.seq:
+                o.seq = -1
+                stack.append(o)
+        while stack:
+            n = stack.pop()
+            found.append(n)
+            for c in n.inputs:
+                if c.prim is not None:
+                    if not c.seq:
+                        c.seq = -1
+                        stack.append(c)
+                    elif c.seq > 0:
+                        pending = True
+                elif c.data is None and c.error is None:
+                    placeholder = True  # an input of a function being compiled or vmapped
+        if placeholder:
+            raise ValueError("[eval] Attempting to eval an array during function "
+                             "transformations like compile or vmap is not allowed.")
+        if len(found) > 1:
+            found.sort(key=_birth)
+    except BaseException:
+        _unmark(found)
+        _unmark(stack)
+        raise
     return found, pending
+
+
+def _unmark(nodes):
+    for n in nodes:
+        if n.seq < 0:
+            n.seq = 0
 
 
 def _interleave(order):
@@ -118,29 +129,85 @@ def _waits(st, nodes, numbers):
 
 
 def _enqueue(per_state, pending):
-    """Number the nodes, make one Batch per stream and queue it; return the streams started.
+    """Number the nodes, make one Batch per stream and queue it; return the batches (by
+    stream) and the streams started (idle until now: this eval must run them).
 
     One stream's nodes wait only for producers of earlier evals, and only if `pending`.
     """
     producers = {}
-    plans = [(st, nodes, _waits(st, nodes, producers) if pending or len(per_state) > 1 else {})
-             for st, nodes in per_state.items()]
+    batches = {}
+    for st, nodes in per_state.items():
+        waits = _waits(st, nodes, producers) if pending or len(per_state) > 1 else {}
+        batches[st] = Batch(nodes, waits, None, 0)
+    for st, marks in producers.items():
+        b = batches.get(st)
+        if b is not None:
+            b.signals = {i for i, n in enumerate(b.nodes) if id(n) in marks}
     started = []
-    with _enqueue_lock:
-        for st, nodes, waits in plans:
-            marks = producers.get(st)
-            signals = {i for i, n in enumerate(nodes) if id(n) in marks} if marks else None
-            with st.lock:
-                seq = st.issued
-                for n in nodes:
-                    seq += 1
-                    n.seq = seq
-                st.issued = seq
-                st.queue.append(Batch(nodes, waits, signals, seq))
-                if not st.active:
-                    st.active = True
+    try:
+        with _enqueue_lock:
+            for st, b in batches.items():
+                with st.lock:
+                    seq = st.issued
+                    for n in b.nodes:
+                        seq += 1
+                        n.seq = seq
+                    b.last = seq
+                    st.queue.append(b)
+                    st.issued = seq
+                    if not st.active:
+                        started.append(st)
+                        st.active = True
+    except BaseException as exc:  # Ctrl-C: what was queued is cancelled, the rest unmarked
+        _undo_enqueue(batches, started, exc)
+        raise
+    return batches, started
+
+
+def _undo_enqueue(batches, started, exc):
+    """After an interrupted `_enqueue`: each batch either reached its queue (it is
+    cancelled, and run at once if this eval started its stream) or did not (its nodes
+    are unscheduled again)."""
+    for st, b in batches.items():
+        with st.lock:
+            queued = any(q is b for q in st.queue)
+            if queued:
+                st.issued = max(st.issued, b.last)
+                if st not in started and not st.active:
                     started.append(st)
-    return started
+                st.active = True
+        if queued:
+            b.cancel = _why(exc)
+        else:
+            for n in b.nodes:
+                n.seq = 0
+    _cancel(batches, started, (), None, exc)
+
+
+def _why(exc):
+    return f"its evaluation was interrupted by {type(exc).__name__}"
+
+
+def _cancel(batches, started, handed, order, exc):
+    """The eval's thread was interrupted (Ctrl-C): every batch of the eval stops at its
+    next node, and those that this thread was to run (not `handed` to the pool) fail
+    their remaining nodes here, so their streams go on with the work queued after them.
+    """
+    why = _why(exc)
+    for b in batches.values():
+        b.cancel = why
+    if order is not None:  # `_run_here` ran the batches from `order`
+        cancel_nodes(order, 0, why)
+    for st in started:
+        if st in handed:
+            continue
+        b = batches[st]
+        with st.lock:
+            mine = bool(st.queue) and st.queue[0] is b
+        if mine:
+            if b.nodes is not None:
+                cancel_nodes(b.nodes, b.pos, why)
+            st.finish(b)
 
 
 def _run_here(order, per_state):
@@ -155,46 +222,56 @@ def _run_here(order, per_state):
     for batch in batches:
         batch.nodes = None  # `order` alone holds the nodes, and lets each go once it has run
     for i, node in enumerate(order):
-        order[i] = None
         for inp in node.inputs:
             if inp.data is None and inp.error is None and inp.prim is not None:
                 inp.stream.wait(inp.seq)  # a producer of an earlier eval, still running
         run_node(node, node.stream)
+        order[i] = None
     del node
     for st, batch in zip(per_state, batches):
         st.finish(batch)
 
 
 def dispatch(outputs, blocking):
+    """Order, queue and run (or hand to the pool) the work `outputs` need.
+
+    An exception that is not an Exception (Ctrl-C's KeyboardInterrupt) can arrive at
+    any step: before the work is queued, the nodes become unscheduled again; after,
+    the eval is cancelled (`_cancel`): its arrays not computed yet raise a clear error
+    when read, and its streams stay usable.
+    """
     order, pending = _order(outputs)
     if not order:
         return
     try:
         per_state = _group(order)
+        if len(per_state) == 1 and blocking:
+            work = here = None
+        else:
+            work = {st: _work(st, nodes) for st, nodes in per_state.items()}
+            here = _runs_here(work, blocking, pending)
     except BaseException:
-        for n in order:
-            n.seq = 0
+        _unmark(order)
         raise
-    if len(per_state) == 1 and blocking:
-        work = None
-    else:
-        work = {st: _work(st, nodes) for st, nodes in per_state.items()}
-        here = _runs_here(work, blocking, pending)
-    started = _enqueue(per_state, pending)
-    if len(started) == len(per_state):
-        if work is None or here:
+    batches, started = _enqueue(per_state, pending)
+    handed = []  # streams whose batches are the pool's to run
+    try:
+        if len(started) == len(per_state) and (work is None or here):
             _run_here(order, per_state)
             return
-    order = per_state = None  # the batches hold the nodes now, and drop each once it has run
-    if blocking and started:
-        mine = max(started, key=work.get) if work else started[0]
+        order = per_state = None  # the batches hold the nodes now, and drop each once run
+        mine = None
+        if blocking and started:
+            mine = max(started, key=work.get) if work else started[0]
         for st in started:
             if st is not mine:
+                handed.append(st)
                 POOL.submit(st)
-        drain(mine, blocking=True)
-    else:
-        for st in started:
-            POOL.submit(st)
+        if mine is not None:
+            drain(mine, blocking=True)
+    except BaseException as exc:
+        _cancel(batches, started, handed, order, exc)
+        raise
 
 
 def _work(st, nodes):

@@ -11,10 +11,12 @@ and the producer's completion puts the stream back on the pool.
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import os
 import threading
 import warnings
+import weakref
 
 from ..backend import for_device_type
 from .graph import TRACING
@@ -102,15 +104,34 @@ class StreamState:
             return
         with self.lock:
             self.sleepers += 1
-            while self.completed < seq:
-                self.cond.wait()
-            self.sleepers -= 1
+            try:
+                while self.completed < seq:
+                    self.cond.wait()
+            finally:  # also when Ctrl-C interrupts the wait
+                self.sleepers -= 1
+
+    def reset_after_fork(self):
+        """In a forked child: the threads that ran or waited for this stream are gone.
+
+        Work they left unfinished fails (its arrays raise a clear error), the timeline
+        is caught up and the stream is idle, so new work runs in the child.
+        """
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self.sleepers = 0
+        self.waiters = []
+        for batch in self.queue:
+            nodes = batch.nodes if batch.nodes is not None else ()
+            cancel_nodes(nodes, batch.pos, "the process forked while it was being computed")
+        self.queue.clear()
+        self.active = False
+        self.completed = self.issued
 
 
 class Batch:
     """The nodes of one eval on one stream, in order, and the producers they wait for."""
 
-    __slots__ = ("nodes", "waits", "signals", "pos", "last")
+    __slots__ = ("nodes", "waits", "signals", "pos", "last", "cancel")
 
     def __init__(self, nodes, waits, signals, last):
         self.nodes = nodes
@@ -118,6 +139,34 @@ class Batch:
         self.signals = signals  # positions whose completion another stream waits for
         self.pos = 0  # where a parked batch resumes
         self.last = last  # number of its last node
+        self.cancel = None  # why to stop: the nodes not run yet then fail with this reason
+
+
+def cancel_nodes(nodes, start, why, state=None):
+    """Fail the nodes of `nodes[start:]` that have not run (None entries have) with
+    "[op] Not computed: `why`."; each becomes final, as a failed node does.
+
+    The error is reported to the user only through reads of these arrays (the cause,
+    a KeyboardInterrupt, already reached them), unless `state` is given: then the
+    stream's synchronize raises it too (a worker's kernel raised a BaseException).
+    """
+    for i in range(start, len(nodes)):
+        node = nodes[i]
+        if node is None:
+            continue
+        if node.data is None and node.error is None:
+            name = node.prim.name if node.prim is not None else "eval"
+            node.error = StreamError(f"[{name}] Not computed: {why}.")
+            if state is None:
+                node.error.reported = True
+            else:
+                with state.lock:
+                    state.errors.append(node.error)
+                state = None  # one error per stream is enough for synchronize
+        if not (node.tracer and TRACING.depth):
+            node.prim = None
+            node.inputs = ()
+            node.params = None
 
 
 def run_node(node, state):
@@ -142,6 +191,9 @@ def run_node(node, state):
             if data.nbytes >= TRACK_BYTES:  # small buffers cost more to watch than to make
                 track_memory(data)
         except Exception as exc:  # any kernel failure poisons the node, never the process
+            if any(x is None for x in args):  # not a kernel's fault: an input never computed
+                exc = RuntimeError("An input was never computed (its evaluation was "
+                                   "interrupted, or the process forked while it ran).")
             node.error = StreamError(_message(node, exc))
             node.error.__cause__ = exc
     if node.error is not None:
@@ -165,6 +217,9 @@ def run_batch(state, batch, blocking) -> bool:
     """Run a batch from where it stopped; False if it parked waiting for another stream."""
     nodes, waits, signals = batch.nodes, batch.waits, batch.signals
     for i in range(batch.pos, len(nodes)):
+        if batch.cancel is not None:  # the eval's thread was interrupted
+            cancel_nodes(nodes, i, batch.cancel)
+            break
         if waits and i in waits:
             t = TIMELINE.on and TIMELINE.wait_begin(nodes[i])
             for producer in waits[i]:
@@ -178,8 +233,8 @@ def run_batch(state, batch, blocking) -> bool:
                 TIMELINE.wait_end(nodes[i], t)
             del waits[i]  # and with it this batch's hold on the producers' buffers
         node = nodes[i]
-        nodes[i] = None  # an intermediate's buffer is freed once its last consumer has run
         run_node(node, state)
+        nodes[i] = None  # an intermediate's buffer is freed once its last consumer has run
         if signals and i in signals:
             state.advance(node.seq)
     batch.pos = len(nodes)
@@ -195,8 +250,15 @@ def drain(state, blocking=False):
     while True:
         with state.lock:
             batch = state.queue[0]
-        if not run_batch(state, batch, blocking):
-            return
+        try:
+            if not run_batch(state, batch, blocking):
+                return
+        except BaseException as exc:  # not an Exception (those poison their node only)
+            if blocking:
+                raise  # eval's thread: dispatch cancels the whole eval and re-raises
+            # a worker: the batch stops here, the stream and the worker go on
+            cancel_nodes(batch.nodes, batch.pos, f"{exc!r} was raised while its stream ran",
+                         state)
         with state.lock:
             more = len(state.queue) > 1
         if blocking or not more:
@@ -245,11 +307,22 @@ class _Pool:
                 state = self.jobs.popleft()
             drain(state)
 
+    def reset_after_fork(self):
+        """In a forked child only the forking thread exists: no workers, no waiters."""
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self.jobs.clear()
+        self.idle = 0
+        self.threads = []
+
     def shutdown(self):
         """Let queued work finish, then stop the workers (called at interpreter exit).
 
         Work finishing during shutdown can wake parked streams and so start workers;
         they are joined too, so no worker runs a kernel while the interpreter finalizes.
+        It runs twice: before the interpreter joins the threads that are not daemons
+        (idle workers would keep it waiting) and after (workers that such a thread
+        started meanwhile: in stopping mode each submit starts one).
         """
         with self.lock:
             self.stopping = True
@@ -265,7 +338,20 @@ class _Pool:
 
 POOL = _Pool(max(4, os.cpu_count() or 1))
 threading._register_atexit(POOL.shutdown)
+atexit.register(POOL.shutdown)
+_states = weakref.WeakSet()  # every StreamState, for the reset in a forked child
 
 
 def make_state(stream, owner):
-    return StreamState(stream, owner, for_device_type(stream.device.type.value))
+    state = StreamState(stream, owner, for_device_type(stream.device.type.value))
+    _states.add(state)
+    return state
+
+
+def _after_fork_in_child():
+    POOL.reset_after_fork()
+    for state in list(_states):
+        state.reset_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
