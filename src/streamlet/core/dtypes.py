@@ -8,6 +8,12 @@ import numpy as np
 
 
 class DtypeCategory(enum.Enum):
+    """Categories of data types, for `issubdtype`: `mx.floating`, `mx.integer`, ...
+
+    >>> mx.issubdtype(mx.float16, mx.floating), mx.issubdtype(mx.int8, mx.unsignedinteger)
+    (True, False)
+    """
+
     complexfloating = 0
     floating = 1
     inexact = 2

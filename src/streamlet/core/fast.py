@@ -377,7 +377,7 @@ _ROPE = b.make("rope", _rope, vjp=_rope_vjp, jvp=_rope_jvp, vmap=_rope_vmap)
 
 
 def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
-    """Rotary positional encoding of the first `dims` features of `a` (B, *, T, D),
+    """Rotary positional encoding of the first `dims` features of `a` (B, ..., T, D),
     positions `offset + arange(T)` times `scale`; frequencies from `base` or `freqs`
     (exactly one of them); `traditional` rotates consecutive pairs.
 

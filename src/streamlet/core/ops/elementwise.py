@@ -392,7 +392,7 @@ def clip(a, /, a_min, a_max, *, stream=None):
 
 
 def isclose(a, b_, /, rtol=1e-5, atol=1e-8, *, equal_nan=False, stream=None):
-    """Elementwise |a - b| <= atol + rtol * |b|, as NumPy defines it."""
+    """Elementwise `abs(a - b) <= atol + rtol * abs(b)`, as NumPy defines it."""
     st = b.resolve(stream)
     x, y, d = b.promote_pair(a, b_, "isclose")
     shape = b.broadcast_shapes(x._shape, y._shape, op="isclose")
