@@ -44,26 +44,32 @@ class array:
     # -- metadata, known when the op is built ---------------------------------
     @property
     def shape(self) -> tuple:
+        """The size of each axis, a tuple of ints (known when the op is built)."""
         return self._shape
 
     @property
     def dtype(self):
+        """The data type of the elements (known when the op is built)."""
         return self._dtype
 
     @property
     def ndim(self) -> int:
+        """The number of axes."""
         return len(self._shape)
 
     @property
     def size(self) -> int:
+        """The number of elements."""
         return math.prod(self._shape)
 
     @property
     def itemsize(self) -> int:
+        """The size of one element in bytes."""
         return self._dtype.size
 
     @property
     def nbytes(self) -> int:
+        """The size of the array's data in bytes: `size * itemsize`."""
         return self.size * self._dtype.size
 
     # -- evaluation --------------------------------------------------------------

@@ -123,7 +123,7 @@ def install():
                  "all", "any", "logsumexp", "abs", "square", "sqrt", "rsqrt", "exp", "log",
                  "log1p", "log2", "log10", "sin", "cos", "round", "split"):
         setattr(array, name, _method(getattr(ops, name)))
-    array.T = property(lambda self: ops.transpose(self))
+    array.T = property(lambda self: ops.transpose(self), doc="The array with its axes reversed.")
     _install_breadth()
 
 
@@ -154,9 +154,10 @@ def _install_breadth():
         setattr(array, name, _method(getattr(ops, name)))
     array.reshape = _shape_args(ops.reshape)
     array.transpose = _shape_args(ops.transpose)
-    array.mT = property(lambda self: ops.matrix_transpose(self))
-    array.real = property(lambda self: ops.real(self))
-    array.imag = property(lambda self: ops.imag(self))
+    array.mT = property(lambda self: ops.matrix_transpose(self),
+                        doc="The array with its last two axes swapped.")
+    array.real = property(lambda self: ops.real(self), doc="The real part.")
+    array.imag = property(lambda self: ops.imag(self), doc="The imaginary part.")
     array.at = property(ArrayAt)
     array.__setitem__ = assign
     array.__div__ = array.__truediv__
