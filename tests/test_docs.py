@@ -12,7 +12,7 @@ import streamlet.core as mx
 # no longer lists the modules streamlet.core is made of, so they are named here)
 MODULES = ["streamlet.core", "streamlet.core.linalg", "streamlet.core.random",
            "streamlet.core.fft", "streamlet.core.export", "streamlet.core.gguf",
-           "streamlet.core.io", "streamlet._public"]
+           "streamlet.core.io", "streamlet.core.capsule", "streamlet._public"]
 
 
 def _public(module):

@@ -126,7 +126,11 @@ class array:
         return n.stream.backend.for_export(n.data, n.stream)
 
     def __dlpack__(self, **kwargs):
-        return self._exported().__dlpack__(**kwargs)
+        data = self._exported()
+        if self._dtype is dt.bfloat16 and isinstance(data, np.ndarray):
+            from .capsule import export_bfloat16  # NumPy's DLPack has no bfloat16
+            return export_bfloat16(data, kwargs)
+        return data.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
         return self._exported().__dlpack_device__()

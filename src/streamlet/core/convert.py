@@ -257,7 +257,7 @@ def from_buffer(v, dtype=None, copy=None):
             device = v.__dlpack_device__()[0] if hasattr(v, "__dlpack_device__") else 1
             if device == _CUDA:
                 return _from_cuda(v, dtype, copy)
-            v = np.from_dlpack(v)
+            v = _from_dlpack(v)
         else:
             v = np.asarray(memoryview(v))
     src = _NARROW.get(v.dtype) or dt.from_numpy(v.dtype)
@@ -270,6 +270,25 @@ def from_buffer(v, dtype=None, copy=None):
     if copy is False:
         raise ValueError("[convert] Cannot import a CPU array without a copy.")
     return copy_layout(v, d.np)
+
+
+def _from_dlpack(v) -> np.ndarray:
+    """`np.from_dlpack(v)`, and what MLX takes that NumPy does not: a PyTorch tensor that
+    requires grad (its values; PyTorch refuses to export it) and DLPack's bfloat16."""
+    if getattr(v, "requires_grad", False) and callable(getattr(v, "detach", None)):
+        v = v.detach()
+    try:
+        return np.from_dlpack(v)
+    except (BufferError, RuntimeError, TypeError) as exc:
+        from . import capsule
+        try:
+            handed = v.__dlpack__()  # legacy: what every producer gives without max_version
+            bf16 = capsule.is_bfloat16(handed)
+        except Exception:
+            raise exc from None
+        if not bf16:
+            raise
+        return capsule.import_bfloat16(handed)
 
 
 def copy_layout(src: np.ndarray, npdtype) -> np.ndarray:
