@@ -15,6 +15,7 @@ import atexit
 import collections
 import os
 import threading
+import time
 import warnings
 import weakref
 
@@ -98,15 +99,19 @@ class StreamState:
             self.waiters.append((seq, callback))
             return True
 
-    def wait(self, seq):
-        """Block this thread until node `seq` of the stream has finished."""
+    def wait(self, seq, deadline=None):
+        """Block this thread until node `seq` of the stream has finished (or until the
+        `time.monotonic()` deadline, if given)."""
         if self.completed >= seq:
             return
         with self.lock:
             self.sleepers += 1
             try:
                 while self.completed < seq:
-                    self.cond.wait()
+                    if deadline is None:
+                        self.cond.wait()
+                    elif not self.cond.wait(deadline - time.monotonic()):
+                        return
             finally:  # also when Ctrl-C interrupts the wait
                 self.sleepers -= 1
 
@@ -348,10 +353,23 @@ def make_state(stream, owner):
     return state
 
 
+FORK_WAIT = 30.0  # seconds os.fork() waits at most for the work in flight
+
+
+def _before_fork():
+    """Let the work in flight finish before the process forks: the child then has its
+    results, and no worker is inside a kernel (OpenBLAS's own fork handler deadlocks
+    when another thread is in a BLAS call, with or without streamlet)."""
+    deadline = time.monotonic() + FORK_WAIT
+    for state in list(_states):
+        if state.completed < state.issued:
+            state.wait(state.issued, deadline)
+
+
 def _after_fork_in_child():
     POOL.reset_after_fork()
     for state in list(_states):
         state.reset_after_fork()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
