@@ -115,3 +115,13 @@ def test_misspelled_name_suggests_a_public_one():
     except AttributeError as exc:
         text = "".join(traceback.format_exception(exc))
     assert "Did you mean: 'grad'" in text
+
+
+def test_leaf_features_load_on_first_use():
+    code = ("import sys\nimport streamlet.core as mx\n"
+            "lazy = ['streamlet.core.' + m for m in ('export', 'io', 'fft', 'fast', 'dot')]\n"
+            "assert not [m for m in lazy if m in sys.modules], 'imported eagerly'\n"
+            "assert mx.fft.fft(mx.ones(4)).tolist()[0] == 4 and callable(mx.save)\n"
+            "assert mx.fast.rms_norm is sys.modules['streamlet.core.fast'].rms_norm\n"
+            "assert 'export_function' in dir(mx) and 'streamlet.core.io' in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -5,7 +5,9 @@
 >>> (mx.ones((2,)) + mx.ones((2,), stream=s)).tolist()
 [2.0, 2.0]
 """
-from . import cuda, distributed, fft, linalg, metal, random  # noqa: F401
+import importlib as _importlib
+
+from . import cuda, distributed, linalg, metal, random  # noqa: F401
 from . import operators as _operators
 from .. import _public
 from .array import array  # noqa: F401
@@ -18,7 +20,6 @@ from .dtypes import (Dtype, DtypeCategory, bfloat16, bool_, complex64,  # noqa: 
                      unsignedinteger)
 from .dtypes import isdtype  # noqa: F401
 from .eval import async_eval, eval  # noqa: F401
-from .io import load, save, save_gguf, save_safetensors, savez, savez_compressed  # noqa: F401
 from .printing import PrintOptions, get_printoptions, printoptions, set_printoptions  # noqa
 from .dlpack import from_dlpack  # noqa: F401
 from .memory import (clear_cache, get_active_memory, get_cache_memory,  # noqa: F401
@@ -30,7 +31,6 @@ from .transforms import grad, jvp, stop_gradient, value_and_grad, vjp  # noqa: F
 from .vmap import vmap  # noqa: F401
 from .custom import checkpoint, custom_function  # noqa: F401
 from .compile import compile, disable_compile, enable_compile  # noqa: F401
-from .dot import export_to_dot  # noqa: F401
 from .stream import (Stream, StreamContext, ThreadLocalStream, clear_streams,  # noqa: F401
                      default_device, default_stream, get_streams, new_stream,
                      new_thread_local_stream, new_thread_unsafe_stream, set_default_device,
@@ -38,8 +38,6 @@ from .stream import (Stream, StreamContext, ThreadLocalStream, clear_streams,  #
 
 _operators.install()
 __version__ = "0.1.0"
-from . import fast  # noqa: F401,E402
-from .export import FunctionExporter, export_function, exporter, import_function  # noqa: F401,E402
 from .timeline import Trace, TraceOp, TraceWait, start_trace, stop_trace, trace  # noqa: F401,E402,E501
 
 # The public names: MLX's (the op builders come with the ops package's own list) and the few
@@ -71,6 +69,23 @@ __all__ = [*_ops_names,
            "stream_from_thread_local_stream", "synchronize",
            "FunctionExporter", "export_function", "exporter", "import_function",
            "Trace", "TraceOp", "TraceWait", "start_trace", "stop_trace"]
+
+# Leaf features, imported on first use (PEP 562) to keep `import streamlet.core` short:
+# together about a sixth of its time.  name -> the module that defines it.
+_LAZY = {"fast": "fast", "fft": "fft", "export_to_dot": "dot",
+         **dict.fromkeys(("load", "save", "save_gguf", "save_safetensors", "savez",
+                          "savez_compressed"), "io"),
+         **dict.fromkeys(("FunctionExporter", "export_function", "exporter",
+                          "import_function"), "export")}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _importlib.import_module(f".{_LAZY[name]}", __name__)
+    value = module if name == _LAZY[name] else getattr(module, name)
+    globals()[name] = value
+    return value
 
 
 def __dir__():
