@@ -95,9 +95,11 @@ def test_eval_empty_and_already_evaluated():
     assert a.tolist() == [1, 2]
 
 
-def test_eval_rejects_non_arrays():
-    with pytest.raises(TypeError):
-        mx.eval(object())
+def test_eval_ignores_what_is_not_an_array_as_mlx_does():
+    a = mx.ones((2,)) + 1
+    mx.eval(object(), [a, object()])  # MLX ignores leaves that are not arrays
+    mx.async_eval({"k": object()})
+    assert a._node.data is not None and a.tolist() == [2.0, 2.0]
 
 
 def test_graph_nodes_released_after_eval():

@@ -7,6 +7,7 @@ import platform
 import threading
 
 from ..backend import gpu_count, gpu_info
+from .errors import called
 
 
 class DeviceType(enum.Enum):
@@ -84,7 +85,8 @@ def as_device(d) -> Device:
         return d
     if isinstance(d, DeviceType):
         return Device(d)
-    raise TypeError(f"Expected a Device or DeviceType, got {type(d).__name__}.")
+    raise TypeError(f"[{called('device')}] Expected a Device or DeviceType, "
+                    f"got {type(d).__name__}.")
 
 
 def device_count(type: DeviceType) -> int:

@@ -6,6 +6,8 @@ import enum
 import ml_dtypes
 import numpy as np
 
+from .errors import called
+
 
 class DtypeCategory(enum.Enum):
     """Categories of data types, for `issubdtype`: `mx.floating`, `mx.integer`, ...
@@ -107,10 +109,12 @@ def as_dtype(d) -> Dtype:
         return bool_
     if d is complex:
         return complex64
-    try:
-        return from_numpy(d)
-    except TypeError:
-        raise TypeError(f"Expected a dtype, got {d!r}.") from None
+    if not isinstance(d, str):  # a name is no dtype in MLX (TypeError), nor here
+        try:
+            return from_numpy(d)
+        except TypeError:
+            pass
+    raise TypeError(f"[{called('dtype')}] Expected a dtype, got {d!r}.") from None
 
 
 def promote_types(a: Dtype, b: Dtype) -> Dtype:

@@ -24,8 +24,7 @@ def _flatten(args, out):
             _flatten(a, out)
         elif isinstance(a, dict):
             _flatten(a.values(), out)
-        elif a is not None and not isinstance(a, (int, float, complex, str, bool)):
-            raise TypeError(f"[eval] Expected arrays or trees of arrays, got {type(a).__name__}.")
+        # anything else is no array to evaluate: ignored, as MLX ignores it
     return out
 
 

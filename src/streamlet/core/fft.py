@@ -121,7 +121,7 @@ def _build(a, s, axes, norm, kind, op, stream):
 def _one_axis(kind, name):
     def op(a, n=None, axis=-1, norm="backward", stream=None):
         return _build(a, None if n is None else (n,), (axis,), norm, kind, name, stream)
-    op.__name__ = op.__qualname__ = name
+    b.rename(op, name)
     op.__doc__ = (f"`{name}` along one `axis`; `n` crops or zero-pads that axis "
                   f"(NumPy's `{name}` in single precision).")
     return op
@@ -138,7 +138,7 @@ def _two_axes(kind, name):
     def op(a, s=None, axes=(-2, -1), norm="backward", stream=None):
         axes = _all_axes(a, s, name) if axes is None else tuple(axes)
         return _build(a, s, axes, norm, kind, name, stream)
-    op.__name__ = op.__qualname__ = name
+    b.rename(op, name)
     op.__doc__ = f"`{name}` over two `axes` (default the last two; None: all of them)."
     return op
 
@@ -147,7 +147,7 @@ def _n_axes(kind, name):
     def op(a, s=None, axes=None, norm="backward", stream=None):
         axes = _all_axes(a, s, name) if axes is None else tuple(axes)
         return _build(a, s, axes, norm, kind, name, stream)
-    op.__name__ = op.__qualname__ = name
+    b.rename(op, name)
     op.__doc__ = f"`{name}` over `axes` (default all)."
     return op
 
@@ -179,7 +179,7 @@ def _freq_op(real, name):
         size = n // 2 + 1 if real else n
         return b.node(_FREQ, (), (size,), dt.float32, {"n": n, "d": float(d), "real": real},
                       b.resolve(stream))
-    op.__name__ = op.__qualname__ = name
+    b.rename(op, name)
     op.__doc__ = f"Sample frequencies of a length-`n` {'r' if real else ''}fft, as float32."
     return op
 
@@ -207,7 +207,7 @@ def _shift_op(inverse, name):
             tuple(b.normalize_axis(x, a.ndim, name) for x in axes)
         return b.node(_SHIFT, (a,), a._shape, a._dtype, {"axes": axes, "inverse": inverse},
                       b.resolve(stream))
-    op.__name__ = op.__qualname__ = name
+    b.rename(op, name)
     op.__doc__ = f"{'Undo of fftshift' if inverse else 'Move the zero frequency to the centre'}" \
                  " along `axes` (default all)."
     return op

@@ -24,6 +24,7 @@ from . import dtypes as dt
 from . import gguf
 from .array import array
 from .ops import build as ops_build
+from .stream import check_usable
 
 _ST_CODES = {"bool": "BOOL", "uint8": "U8", "uint16": "U16", "uint32": "U32", "uint64": "U64",
              "int8": "I8", "int16": "I16", "int32": "I32", "int64": "I64", "float16": "F16",
@@ -201,6 +202,8 @@ def load(file, /, format=None, return_metadata=False, *, stream=None):
 
     With `return_metadata=True` (safetensors and gguf) the result is `(arrays, metadata)`.
     """
+    if stream is not None:  # the file is read now, here: the stream must be usable here
+        check_usable(ops_build.resolve(stream))
     fmt = _format(file, format)
     if fmt not in _FORMATS:
         raise ValueError(f"[load] Unknown file format {fmt}")

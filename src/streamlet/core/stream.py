@@ -11,6 +11,7 @@ import threading
 
 from . import device as _dev
 from .device import Device, DeviceType, as_device, check_available
+from .errors import called
 from .scheduler import make_state
 
 _next_index = itertools.count()
@@ -350,8 +351,8 @@ def _concrete(s, op) -> Stream:
         return stream_from_thread_local_stream(s)
     if isinstance(s, (Device, DeviceType)):
         return default_stream(s)
-    raise TypeError(f"[{op}] Expected a Stream, ThreadLocalStream, Device or DeviceType, "
-                    f"got {type(s).__name__}.")
+    raise TypeError(f"[{called(op)}] Expected a Stream, ThreadLocalStream, Device or "
+                    f"DeviceType, got {type(s).__name__}.")
 
 
 def resolve(s):
@@ -364,7 +365,10 @@ def resolve(s):
             _local.generation = _generation[0]
         return st
     if type(s) is Stream:
-        return s._state
+        st = s._state
+        if st.closed:  # never usable again: said now, naming the op, rather than at eval
+            raise RuntimeError(f"[{called('stream')}] {s} was destroyed by clear_streams().")
+        return st
     return _concrete(s, "stream")._state
 
 
@@ -526,8 +530,9 @@ def clear_streams() -> None:
     thread-local resolutions wait for their work and are destroyed; other
     threads' streams and thread-unsafe streams are not touched. Arrays already
     computed keep their values. Default streams and thread-local resolutions
-    are made afresh on next use, while evaluating on a destroyed `new_stream`
-    stream raises `RuntimeError`. The thread's global random key sequence
+    are made afresh on next use, while a destroyed `new_stream` stream raises
+    `RuntimeError` when used again (an op built on it, naming the op; an eval or
+    synchronize of it). The thread's global random key sequence
     starts over unseeded (call `random.seed` again to repeat numbers).
 
     >>> import threading
@@ -544,7 +549,7 @@ def clear_streams() -> None:
     ...         out.append(str(e))
     >>> t = threading.Thread(target=work); t.start(); t.join()
     >>> out
-    [(False, [2.0, 2.0]), 'Stream(Device(cpu, 0), ...) was destroyed by clear_streams().']
+    [(False, [2.0, 2.0]), '[ones] Stream(Device(cpu, 0), ...) was destroyed by clear_streams().']
     """
     owned, _local.owned = _local.owned, []
     for s in owned:

@@ -269,6 +269,7 @@ def vjp(fun, primals, cotangents):
     >>> vjps[0].item()
     2.0
     """
+    _callable(fun, "vjp")
     primals = _arrays(primals, "vjp", "primals")
     cotangents = _arrays(cotangents, "vjp", "cotangents")
     with TRACING:
@@ -316,6 +317,7 @@ def jvp(fun, primals, tangents):
     >>> jvps[0].item()
     6.0
     """
+    _callable(fun, "jvp")
     primals = _arrays(primals, "jvp", "primals")
     tangents = _arrays(tangents, "jvp", "tangents")
     if len(primals) != len(tangents):
@@ -383,7 +385,14 @@ def _check_argnums(nums, names, tag):
             raise ValueError(f"[{tag}] Duplicate argument index {nums[0]} is not allowed.")
 
 
+def _callable(fun, tag):
+    """A transform of what cannot be called fails when it is made, as in MLX."""
+    if not callable(fun):
+        raise TypeError(f"[{tag}] Expected a callable, got {type(fun).__name__}.")
+
+
 def _value_and_grad(fun, nums, names, tag, scalar_only):
+    _callable(fun, tag)
     _check_argnums(nums, names, tag)
     tag = f"[{tag}]"
 

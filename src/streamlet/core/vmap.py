@@ -143,6 +143,8 @@ def vmap(fun, in_axes=0, out_axes=0):
     >>> mx.vmap(lambda x: x.sum())(mx.array([[1, 2], [3, 4]])).tolist()
     [3, 7]
     """
+    if not callable(fun):  # refused when it is made, as in MLX
+        raise TypeError(f"[vmap] Expected a callable, got {type(fun).__name__}.")
     def vmapped(*args):
         inputs = trees.leaves(args, strict=True, op="tree_flatten")
         axes = _flat_axes(args[0] if len(args) == 1 else args, in_axes, 0)

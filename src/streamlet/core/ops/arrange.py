@@ -289,7 +289,7 @@ def _triangle(name, fn):
         if x.ndim < 2:
             raise ValueError(f"[{name}] array must be at least 2-D")
         return b.node(prim, (x,), x._shape, x._dtype, {"k": int(k)}, b.resolve(stream))
-    op.__name__ = op.__qualname__ = name
+    b.rename(op, name)
     op.__doc__ = (f"`x` with the elements {'above' if name == 'tril' else 'below'} diagonal "
                   f"`k` zeroed (over the last two axes): `mx.{name}(x, k=0)`.")
     return op

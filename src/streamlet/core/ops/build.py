@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..array import alias, array, const, node
+from ..errors import BadType, called, rename  # noqa: F401 (rename: for the op factories)
 from ..graph import Primitive
 from ..stream import resolve
 
@@ -55,7 +56,16 @@ def as_array(x, op: str) -> array:
         return x
     if isinstance(x, (bool, numbers.Number, list, tuple, np.ndarray, np.generic)):
         return array(x)
-    raise TypeError(f"[{op}] Expected an array or a scalar, got {type(x).__name__}.")
+    raise BadType(f"[{called(op)}] Expected an array or a scalar, got {type(x).__name__}.")
+
+
+def sequence(xs, op: str):
+    """The items of a list or tuple argument (`concatenate(arrays)`); other values raise."""
+    if isinstance(xs, (list, tuple)):
+        return xs
+    if isinstance(xs, (str, bytes, dict, array)) or not hasattr(xs, "__iter__"):
+        raise BadType(f"[{called(op)}] Expected a list of arrays, got {type(xs).__name__}.")
+    return list(xs)
 
 
 def promote_pair(a, b, op: str):
@@ -108,7 +118,8 @@ def _weak(d, value, op):
     try:
         return dt.weak_scalar_dtype(d, value)
     except TypeError:
-        raise TypeError(f"[{op}] Cannot combine an array with a {type(value).__name__}.") from None
+        raise BadType(f"[{called(op)}] Cannot combine an array with a "
+                      f"{type(value).__name__}.") from None
 
 
 def broadcast_shapes(*shapes, op: str = "broadcast_shapes") -> tuple:
@@ -127,7 +138,7 @@ def broadcast_shapes(*shapes, op: str = "broadcast_shapes") -> tuple:
                     out[off + i] = n
                 elif n != 1:
                     shown = " and ".join(str(tuple(x)) for x in shapes)
-                    raise ValueError(f"[{op}] Shapes {shown} cannot be broadcast.")
+                    raise ValueError(f"[{called(op)}] Shapes {shown} cannot be broadcast.")
     return tuple(out)
 
 
@@ -138,18 +149,19 @@ def check_shape(shape, op: str) -> tuple:
     if not isinstance(shape, (str, bytes)) and hasattr(shape, "__iter__"):
         shape = tuple(shape)
     if not isinstance(shape, tuple) or not all(isinstance(n, (int, np.integer)) for n in shape):
-        raise TypeError(f"[{op}] Expected a shape (int or sequence of ints), got {shape!r}.")
+        raise TypeError(f"[{called(op)}] Expected a shape (int or sequence of ints), "
+                        f"got {shape!r}.")
     shape = tuple(int(n) for n in shape)
     if any(n < 0 for n in shape):
-        raise ValueError(f"[{op}] Negative dimensions not allowed in shape {shape}.")
+        raise ValueError(f"[{called(op)}] Negative dimensions not allowed in shape {shape}.")
     return shape
 
 
 def normalize_axis(axis, ndim: int, op: str) -> int:
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
-        raise TypeError(f"[{op}] Expected an integer axis, got {type(axis).__name__}.")
+        raise TypeError(f"[{called(op)}] Expected an integer axis, got {type(axis).__name__}.")
     if not -ndim <= axis < ndim:
-        raise AxisError(f"[{op}] Invalid axis {axis} for array with {ndim} dimensions.")
+        raise AxisError(f"[{called(op)}] Invalid axis {axis} for array with {ndim} dimensions.")
     return int(axis) % ndim
 
 

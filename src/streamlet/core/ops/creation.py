@@ -254,6 +254,7 @@ def meshgrid(*arrays, sparse=False, indexing="xy", stream=None):
     """Coordinate arrays (a tuple) from 1-D arrays, with 'xy' (Cartesian) or 'ij' (matrix)
     indexing: `X, Y = mx.meshgrid(mx.arange(3), mx.arange(2))` gives X and Y of shape (2, 3)."""
     from .shape import broadcast_to, reshape
+    b.resolve(stream)  # checked also when no op is made (1-D inputs), as MLX checks it
     if indexing not in ("xy", "ij"):
         raise ValueError("[meshgrid] Invalid indexing value. Valid values are 'xy' and 'ij'.")
     arrays = [b.as_array(x, "meshgrid") for x in arrays]
@@ -284,7 +285,7 @@ def _make_window(kind):
         if not isinstance(M, int) or M < 0:
             raise ValueError(f"[{kind}] M must be a non-negative integer, got {M!r}.")
         return b.node(_WINDOW, (), (M,), dt.float32, {"m": M, "kind": kind}, b.resolve(stream))
-    op.__name__ = op.__qualname__ = kind
+    b.rename(op, kind)
     op.__doc__ = f"The {kind.capitalize()} window of `M` points, float32: `mx.{kind}(5)`."
     return op
 

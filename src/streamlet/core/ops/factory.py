@@ -50,7 +50,7 @@ def unary(name, fn, rule, refused, deriv):
         if d is a._dtype or rule is not dt.to_inexact:
             return node(direct, (a,), a._shape, d, b.NO_PARAMS, st)
         return node(casting, (a,), a._shape, d, {"dtype": d.np}, st)
-    op.__name__ = op.__qualname__ = name
+    b.rename(op, name)
     op.__doc__ = f"Elementwise {name}: `mx.{name}(x, stream=s)`."
     return op
 
@@ -79,6 +79,6 @@ def binary(name, fn, rule, refused, partials):
         if x._dtype is out[1] and y._dtype is out[1]:
             return node(direct, (x, y), shape, out[0], b.NO_PARAMS, st)
         return node(casting, (x, y), shape, out[0], out[2], st)
-    op.__name__ = op.__qualname__ = name
+    b.rename(op, name)
     op.__doc__ = f"Elementwise {name} with broadcasting: `mx.{name}(a, b, stream=s)`."
     return op

@@ -196,7 +196,7 @@ def _make(name, fn, rule, empty_ok, vjp, jvp):
         d = a._dtype if not axes and rule is _sum_dtype else rule(a._dtype)
         params = {"axis": axes, "keepdims": bool(keepdims), "dtype": d.np}
         return b.node(prim, (a,), _out_shape(a._shape, axes, keepdims), d, params, st)
-    op.__name__ = op.__qualname__ = name
+    b.rename(op, name)
     op.__doc__ = (f"Reduce with {name} over `axis` (all axes if None): "
                   f"`mx.{name}(a, axis=0, keepdims=False, stream=s)`.")
     return op
@@ -279,7 +279,7 @@ def _make_arg(name, kernel):
             raise ValueError(f"[{name}] Cannot {name} over axis {ax} with size 0.")
         shape = _out_shape(a._shape, (ax,), keepdims)
         return b.node(prim, (a,), shape, dt.uint32, {"axis": ax, "keepdims": bool(keepdims)}, st)
-    op.__name__ = op.__qualname__ = name
+    b.rename(op, name)
     op.__doc__ = f"Index of the {name[3:]} along `axis` (of the flattened array if None), uint32."
     return op
 

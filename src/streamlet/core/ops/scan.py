@@ -192,7 +192,8 @@ def _make_scan(name, fn, rule, identity):
         fn_ = op_
     else:
         fn_ = op
-    fn_.__name__ = fn_.__qualname__ = name
+    b.rename(op, name)
+    b.rename(fn_, name)
     fn_.__doc__ = (f"{name} along `axis` (of the flattened array if None); `reverse` scans "
                    f"from the end, `inclusive=False` shifts in the identity: "
                    f"`mx.{name}(a, axis=0, reverse=False, inclusive=True)`.")

@@ -252,6 +252,7 @@ def expand_dims(a, /, axis, *, stream=None):
 def squeeze(a, /, axis=None, *, stream=None):
     """Remove size-1 axes (all of them if `axis` is None)."""
     a = b.as_array(a, "squeeze")
+    st = b.resolve(stream)  # checked also when nothing is squeezed, as MLX checks it
     if axis is None:
         axes = tuple(i for i, n in enumerate(a._shape) if n == 1)
     else:
@@ -259,7 +260,7 @@ def squeeze(a, /, axis=None, *, stream=None):
     shape, _ = _squeeze_shape({"axis": axes}, a._shape)
     if not axes:
         return b.alias(a)
-    return b.node(_SQUEEZE, (a,), shape, a._dtype, {"axis": axes}, b.resolve(stream))
+    return b.node(_SQUEEZE, (a,), shape, a._dtype, {"axis": axes}, st)
 
 
 def broadcast_to(a, /, shape, *, stream=None):
@@ -276,7 +277,7 @@ def broadcast_to(a, /, shape, *, stream=None):
 
 def concatenate(arrays, /, axis=0, *, stream=None):
     """Join arrays along an existing axis (None: flatten them first)."""
-    arrays = [b.as_array(x, "concatenate") for x in arrays]
+    arrays = [b.as_array(x, "concatenate") for x in b.sequence(arrays, "concatenate")]
     if not arrays:
         raise ValueError("[concatenate] No arrays to concatenate.")
     arrays, d = b.promote_many(arrays, "concatenate")
@@ -299,7 +300,7 @@ def concatenate(arrays, /, axis=0, *, stream=None):
 
 def stack(arrays, /, axis=0, *, stream=None):
     """Join arrays of one shape along a new axis."""
-    arrays = [b.as_array(x, "stack") for x in arrays]
+    arrays = [b.as_array(x, "stack") for x in b.sequence(arrays, "stack")]
     if not arrays:
         raise ValueError("[stack] No arrays to stack.")
     if any(x._shape != arrays[0]._shape for x in arrays):
@@ -411,12 +412,13 @@ def _atleast(ndim):
              3: lambda s: {0: (1, 1, 1), 1: (1,) + s + (1,), 2: s + (1,)}.get(len(s), s)}[ndim]
 
     def op(*arys, stream=None):
+        b.resolve(stream)  # checked also when no op is made (inputs of enough dimensions)
         out = []
         for x in arys:
             x = b.as_array(x, f"atleast_{ndim}d")
             out.append(reshape(x, where(x._shape), stream=stream))
         return out[0] if len(out) == 1 else out
-    op.__name__ = op.__qualname__ = f"atleast_{ndim}d"
+    b.rename(op, f"atleast_{ndim}d")
     op.__doc__ = (f"Each input with at least {ndim} dimensions (a list if several): "
                   f"`mx.atleast_{ndim}d(x)`.")
     return op
