@@ -21,6 +21,7 @@ import pytest
 import streamlet.core as mx
 
 ml = pytest.importorskip("mlx.core")
+pytestmark = pytest.mark.usefixtures("on_cpu")  # MLX's CPU build is the oracle
 
 MODULES = (("", mx, ml), ("random.", mx.random, ml.random), ("linalg.", mx.linalg, ml.linalg),
            ("fft.", mx.fft, ml.fft))

@@ -22,6 +22,7 @@ import numpy as np
 import streamlet.core as mx
 from streamlet.backend import cpu as cpu_backend
 faulthandler.dump_traceback_later({WATCHDOG}, exit=True)
+mx.set_default_device(mx.cpu)  # the faults of the host (a CUDA context does not survive fork)
 MAIN = threading.main_thread().ident
 INTERRUPTED = re.compile(r"^\\[\\w+\\] Not computed: its evaluation was interrupted by "
                          r"KeyboardInterrupt\\.$")
