@@ -564,11 +564,15 @@ FORK_EXITS = """
 """
 
 
-def _exit_statuses(name, runs):
+def _exit_statuses(name, runs, at_once=8):
     code = PRELUDE + textwrap.dedent(EXIT_CASES[name])
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(runs)]
-    return [(p.wait(timeout=WATCHDOG + 20), p.stderr.read()) for p in procs]
+    out = []
+    for start in range(0, runs, at_once):
+        procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+                 for _ in range(min(at_once, runs - start))]
+        out += [(p.wait(timeout=WATCHDOG + 20), p.stderr.read()) for p in procs]
+    return out
 
 
 def test_exit_with_work_pending_every_time():
