@@ -35,3 +35,28 @@ def test_median_with_nan_is_nan(mlx, dtype):
     x = np.array([[1.5, NAN, 3.0], [4.0, 5.0, 7.0]], np.float32)
     for axis in (0, 1, None):
         assert_same(mlx, lambda m: m.median(m.array(x).astype(getattr(m, dtype)), axis=axis))
+
+
+@pytest.mark.parametrize("dtype", HALVES + ["float32"])
+def test_sorting_with_nan_matches_mlx(mlx, dtype, rng):
+    """NaN sorts last; bfloat16 keys are exact float32 widenings (ml_dtypes' own sort of
+    bfloat16 has misplaced NaN)."""
+    vals = rng.standard_normal(24).astype(np.float32)
+    vals[[3, 11]] = NAN
+    vals[[5, 7]] = [INF, -INF]
+
+    def arr(m):
+        return m.array(vals.reshape(4, 6)).astype(getattr(m, dtype))
+    for axis in (-1, 0, None):
+        assert_same(mlx, lambda m: m.sort(arr(m), axis=axis), what=f"sort {axis}")
+        assert_same(mlx, lambda m: m.argsort(arr(m), axis=axis), what=f"argsort {axis}")
+    assert_same(mlx, lambda m: m.sort(m.topk(arr(m), 3, axis=-1), axis=-1), what="topk")
+    assert_same(mlx, lambda m: m.sort(m.partition(arr(m), 2, axis=-1)[:, :3], axis=-1),
+                what="partition")
+    got = np.array(mx.argpartition(arr(mx), 2, axis=-1).astype(mx.int32))
+    keys = np.array(arr(mx).astype(mx.float32))
+    kth = np.take_along_axis(keys, got, -1)
+    want = np.sort(keys, -1)
+    np.testing.assert_array_equal(kth[:, 2], want[:, 2])
+    assert_same(mlx, lambda m: m.searchsorted(m.sort(arr(m).reshape(-1)), arr(m)[0]),
+                what="searchsorted")

@@ -39,13 +39,26 @@ def _permuted_vjp(order):
     return {"vjp": vjp, "jvp": jvp, "vmap": along_axes("axis"), "shape": same_shape}
 
 
+def _keys(a):
+    """Values that order as `a` does: bfloat16 widened to float32 (exact), since NumPy's
+    sorts of ml_dtypes' bfloat16 misplace NaN in some of its releases."""
+    return a.astype(np.float32) if a.dtype == _BF16 else a
+
+
+def _sorted_values(a, sorter, *args):
+    """`sorter(keys, *args)` in `a`'s dtype."""
+    out = sorter(_keys(a), *args)
+    return out.astype(_BF16) if a.dtype == _BF16 else out
+
+
+_BF16 = dt.bfloat16.np
 _INDICES = {"vjp": lambda c, out, x, **p: (None,), "jvp": lambda t, out, x, **p: None,
             "vmap": along_axes("axis"), "shape": same_shape}
-_SORT = b.make("sort", lambda xp, a, axis: xp.sort(a, axis),
+_SORT = b.make("sort", lambda xp, a, axis: _sorted_values(a, xp.sort, axis),
                **_permuted_vjp(lambda x, axis: argsort(x, axis)))
 # stable, so that ties come out in input order as MLX's do
 _ARGSORT = b.make("argsort", lambda xp, a, axis:
-                  xp.argsort(a, axis, kind="stable").astype("uint32"), **_INDICES)
+                  xp.argsort(_keys(a), axis, kind="stable").astype("uint32"), **_INDICES)
 
 
 def sort(a, /, axis=-1, *, stream=None):
@@ -60,10 +73,11 @@ def argsort(a, /, axis=-1, *, stream=None):
     return b.node(_ARGSORT, (a,), a._shape, dt.uint32, {"axis": ax}, b.resolve(stream))
 
 
-_PARTITION = b.make("partition", lambda xp, a, kth, axis: xp.partition(a, kth, axis),
+_PARTITION = b.make("partition", lambda xp, a, kth, axis:
+                    _sorted_values(a, xp.partition, kth, axis),
                     **_permuted_vjp(lambda x, kth, axis: argpartition(x, kth, axis)))
 _ARGPARTITION = b.make("argpartition", lambda xp, a, kth, axis:
-                       xp.argpartition(a, kth, axis).astype("uint32"), **_INDICES)
+                       xp.argpartition(_keys(a), kth, axis).astype("uint32"), **_INDICES)
 
 
 def _kth(kth, n, op):
@@ -90,7 +104,7 @@ def argpartition(a, /, kth, axis=-1, *, stream=None):
 
 def _topk(xp, a, k, axis):
     n = a.shape[axis]
-    part = xp.partition(a, n - k, axis) if 0 < k < n else a
+    part = _sorted_values(a, xp.partition, n - k, axis) if 0 < k < n else a
     return xp.take(part, xp.arange(n - k, n), axis)
 
 
@@ -132,7 +146,8 @@ def topk(a, /, k, axis=-1, *, stream=None):
 
 
 def _searchsorted(xp, s, v, side, dtype):
-    return xp.searchsorted(b.cast(s, dtype), b.cast(v, dtype), side).astype("uint32")
+    s, v = _keys(b.cast(s, dtype)), _keys(b.cast(v, dtype))
+    return xp.searchsorted(s, v, side).astype("uint32")
 
 
 def _searchsorted_vmap(axes, out, s, v, side, dtype):
