@@ -48,7 +48,10 @@ EXTRAS = {
 # The modules a public module may list (everything else it holds is internal).
 SUBMODULES = {
     "streamlet.core": {"cuda", "distributed", "fast", "fft", "linalg", "metal", "random"},
-    "streamlet.nn": {"init", "layers", "losses", "utils"},
+    "streamlet.nn": {"init", "layers", "losses", "utils",  # and the files of layers, as mlx.nn
+                     "activations", "base", "containers", "convolution", "distributed",
+                     "dropout", "embedding", "linear", "normalization", "pooling",
+                     "positional_encoding", "quantized", "recurrent", "transformer", "upsample"},
 }
 
 

@@ -10,11 +10,18 @@ from .. import _public
 from . import init, layers, losses, utils  # noqa: F401
 from .layers import *  # noqa: F401,F403
 from .layers import __all__ as _layer_names
+from .layers import (activations, base, containers, convolution, distributed,  # noqa: F401
+                     dropout, embedding, linear, normalization, pooling, positional_encoding,
+                     quantized, recurrent, transformer, upsample)
 from .utils import average_gradients, value_and_grad  # noqa: F401
 
+# the files of layers that mlx.nn shows too (nn.activations.sigmoid, ...)
+_LAYER_MODULES = ["activations", "base", "containers", "convolution", "distributed", "dropout",
+                  "embedding", "linear", "normalization", "pooling", "positional_encoding",
+                  "quantized", "recurrent", "transformer", "upsample"]
 # the layers, the public submodules (init, losses, layers, utils) and the training helpers
-__all__ = [*_layer_names, "init", "layers", "losses", "utils", "average_gradients",
-           "value_and_grad"]
+__all__ = [*_layer_names, "init", "layers", "losses", "utils", *_LAYER_MODULES,
+           "average_gradients", "value_and_grad"]
 
 
 def __dir__():
