@@ -287,6 +287,8 @@ def _from_dlpack(v) -> np.ndarray:
         except Exception:
             raise exc from None
         if not bf16:
+            if isinstance(exc, RuntimeError) and "dtype" in str(exc):  # complex32, ...
+                raise ValueError("[convert] Cannot convert array to mlx.") from None
             raise
         return capsule.import_bfloat16(handed)
 
