@@ -42,12 +42,16 @@ def _inject(kind, x, s, tag):
     if kind == "raise":  # an op whose kernel raises
         return node(RAISING, (x,), x.shape, x.dtype, {"message": f"boom {tag}"},
                     resolve(s)), f"[injected] boom {tag}"
-    if kind == "singular":
-        bad = mx.linalg.inv(mx.zeros((n, n), stream=s), stream=s)
+    if kind == "singular":  # (linalg runs on CPU streams only, as in MLX)
+        bad = mx.linalg.inv(mx.zeros((n, n), stream=mx.cpu), stream=mx.cpu)
         return mx.add(x, bad, stream=s), "[linalg.inv] The matrix is singular"
+    if kind == "gpu_oom":  # 1 TiB on the GPU
+        huge = mx.zeros((1 << 18, 1 << 20), stream=mx.gpu)
+        return mx.add(x, mx.sum(huge, stream=mx.gpu), stream=s), "Out of memory"
     # out of memory: NumPy cannot allocate 1 EiB, whatever the machine
-    huge = mx.zeros((1 << 30, 1 << 30), dtype=mx.uint8, stream=s)
-    return mx.add(x, mx.sum(huge, stream=s).astype(mx.float32), stream=s), "Unable to allocate"
+    huge = mx.zeros((1 << 30, 1 << 30), dtype=mx.uint8, stream=mx.cpu)
+    return (mx.add(x, mx.sum(huge, stream=mx.cpu).astype(mx.float32), stream=s),
+            "Unable to allocate")
 
 
 class Load:
@@ -57,6 +61,10 @@ class Load:
         self.seed = seed
         self.tls = mx.new_thread_local_stream(mx.cpu)
         self.unsafe = [mx.new_thread_unsafe_stream(mx.cpu) for _ in range(2)]
+        # where there is a GPU, its streams take part too, and its out of memory
+        self.gpu = [mx.gpu, mx.new_thread_local_stream(mx.gpu),
+                    mx.new_thread_unsafe_stream(mx.gpu)] if mx.is_available(mx.gpu) else []
+        self.failures = ["raise", "singular", "oom"] + (["gpu_oom"] if self.gpu else [])
         self.lock = threading.Lock()  # guards published and the counters
         self.published = {n: [] for n in SIZES}  # size -> [(array, reference, error text)]
         self.counts = {"evals": 0, "checked": 0, "failed as expected": 0, "cross-thread": 0,
@@ -88,7 +96,7 @@ class Load:
 
     def step(self, rng, t, i, own):
         n = rng.choice(SIZES)
-        choices = [None, self.tls, own, mx.cpu] + self.unsafe
+        choices = [None, self.tls, own, mx.cpu] + self.unsafe + self.gpu
         streams = rng.sample(choices, rng.randint(1, 4))
         pick = lambda: rng.choice(streams)  # noqa: E731
         r = np.random.default_rng(rng.getrandbits(32)).random((n, n), dtype=np.float32)
@@ -118,7 +126,7 @@ class Load:
                     self.add(**{"cross-thread": 1})
             elif op == 5 and err is None and rng.random() < 0.3:
                 branch = (x, ref)  # computed before the failure: must stay right
-                x, err = _inject(rng.choice(["raise", "singular", "oom"]), x, s, f"{t}.{i}")
+                x, err = _inject(rng.choice(self.failures), x, s, f"{t}.{i}")
                 outs.append((mx.multiply(branch[0], 2.0, stream=pick()), branch[1] * 2, None))
             if rng.random() < 0.3:
                 outs.append((x, ref, err))

@@ -64,8 +64,8 @@ def _order(outputs):
         if len(found) > 1:
             found.sort(key=_birth)
     except BaseException:
-        _unmark(found)
-        _unmark(stack)
+        _shielded(_unmark, found)
+        _shielded(_unmark, stack)
         raise
     return found, pending
 
@@ -74,6 +74,17 @@ def _unmark(nodes):
     for n in nodes:
         if n.seq < 0:
             n.seq = 0
+
+
+def _shielded(cleanup, *args):
+    """Run `cleanup` to its end even when Ctrl-C comes again meanwhile (a user pressing it
+    twice): each cleanup here can be run again from the start.  The later interrupts are
+    dropped: the first one is on its way up."""
+    while True:
+        try:
+            return cleanup(*args)
+        except KeyboardInterrupt:
+            continue
 
 
 def _interleave(order):
@@ -135,13 +146,18 @@ def _enqueue(per_state, pending):
     """
     producers = {}
     batches = {}
-    for st, nodes in per_state.items():
-        waits = _waits(st, nodes, producers) if pending or len(per_state) > 1 else {}
-        batches[st] = Batch(nodes, waits, None, 0)
-    for st, marks in producers.items():
-        b = batches.get(st)
-        if b is not None:
-            b.signals = {i for i, n in enumerate(b.nodes) if id(n) in marks}
+    try:
+        for st, nodes in per_state.items():
+            waits = _waits(st, nodes, producers) if pending or len(per_state) > 1 else {}
+            batches[st] = Batch(nodes, waits, None, 0)
+        for st, marks in producers.items():
+            b = batches.get(st)
+            if b is not None:
+                b.signals = {i for i, n in enumerate(b.nodes) if id(n) in marks}
+    except BaseException:  # nothing is queued yet: the nodes are unscheduled again
+        for nodes in per_state.values():
+            _shielded(_unmark, nodes)
+        raise
     started = []
     try:
         with _enqueue_lock:
@@ -158,7 +174,7 @@ def _enqueue(per_state, pending):
                         started.append(st)
                         st.active = True
     except BaseException as exc:  # Ctrl-C: what was queued is cancelled, the rest unmarked
-        _undo_enqueue(batches, started, exc)
+        _shielded(_undo_enqueue, batches, started, exc)
         raise
     return batches, started
 
@@ -250,7 +266,7 @@ def dispatch(outputs, blocking):
             work = {st: _work(st, nodes) for st, nodes in per_state.items()}
             here = _runs_here(work, blocking, pending)
     except BaseException:
-        _unmark(order)
+        _shielded(_unmark, order)
         raise
     batches, started = _enqueue(per_state, pending)
     handed = []  # streams whose batches are the pool's to run
@@ -269,7 +285,7 @@ def dispatch(outputs, blocking):
         if mine is not None:
             drain(mine, blocking=True)
     except BaseException as exc:
-        _cancel(batches, started, handed, order, exc)
+        _shielded(_cancel, batches, started, handed, order, exc)
         raise
 
 
