@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import streamlet.core as mx
+from conftest import requires_gpu
 
 CONSTRUCT = [1, -3, 2 ** 40, 1.5, True, 2 + 1j, [1, 2], [1, 2.5], [True, 2], [[1, 2], [3, 4]],
              [True, False], [1, 2 ** 40], [], [[]], [1 + 1j, 2], np.float64(1.0), np.int64(2),
@@ -96,7 +97,7 @@ def test_numpy_conversion():
 
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="Python < 3.12 has no __buffer__")
-def test_buffer_protocol():
+def test_buffer_protocol(on_cpu):
     """MLX's buffer: writable, the array's strides, 'q'/'Q' for 8-byte ints, and the
     memoryview keeps the array alive."""
     import weakref
@@ -113,6 +114,22 @@ def test_buffer_protocol():
     assert ref() is not None
     del mv
     assert ref() is None
+
+
+@requires_gpu
+def test_numpy_of_a_gpu_array_is_a_read_only_copy_in_its_layout():
+    """GPU memory is not the host's: np.asarray gives a copy, read-only so that a write
+    meant for the array fails instead of going nowhere; np.array(a) is a writable copy."""
+    a = mx.arange(6, dtype=mx.int32, stream=mx.gpu).reshape(2, 3)
+    view = np.asarray(a)
+    assert not view.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        view[0, 0] = 5
+    copy = np.array(a)
+    copy[0, 0] = 5
+    assert a.tolist() == [[0, 1, 2], [3, 4, 5]]
+    t = np.asarray(mx.transpose(a, stream=mx.gpu) + 0)
+    assert t.tolist() == [[0, 3], [1, 4], [2, 5]]
 
 
 REPRS = [lambda m: m.array([1.5, 2, 3]), lambda m: m.array([[1, 2], [3, 4]]),
@@ -415,7 +432,7 @@ def test_getitem_errors():
         a[1.0]
     with pytest.raises((TypeError, ValueError)):
         a["x"]
-    bad = a[mx.array([7])]
+    bad = mx.take(a, mx.array([7]), stream=mx.cpu)  # checked when run on the CPU only
     with pytest.raises(RuntimeError, match="out of bounds"):
         bad.tolist()
 

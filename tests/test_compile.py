@@ -148,7 +148,8 @@ def test_random_state_captured_draws_the_uncompiled_numbers():
     assert not np.array_equal(got[0], got[1])
 
 
-def test_elementwise_runs_fuse_on_the_cpu():
+def test_elementwise_runs_fuse_on_the_cpu(on_cpu):
+    """The ops run on the default stream (the CPU here, whatever the suite's device)."""
     c = mx.compile(lambda x: mx.tanh(x * 0.5 + 1.0) * x)
     out = c(mx.ones((8,), stream=mx.cpu))
     assert out._node.prim.name.startswith("Compiled")

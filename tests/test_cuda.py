@@ -173,7 +173,11 @@ def test_matmul_uses_tf32_within_its_precision():
     got = np.array(mx.matmul(mx.array(a), mx.array(b), stream=G))
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(got, want, rtol=0, atol=3e-3 * np.abs(want).max())
-    got64 = np.array(mx.matmul(mx.array(a, mx.float64), mx.array(b, mx.float64), stream=G))
+    # float64 is no GPU work (MLX's rule): the GPU refuses it, a CPU stream computes it
+    a64, b64 = mx.array(a, mx.float64), mx.array(b, mx.float64)
+    with pytest.raises(ValueError, match="float64 is not supported on the GPU"):
+        mx.matmul(a64, b64, stream=G)
+    got64 = np.array(mx.matmul(a64, b64, stream=mx.cpu))
     np.testing.assert_allclose(got64, want, rtol=1e-12)
 
 

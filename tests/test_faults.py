@@ -373,6 +373,12 @@ def test_worker_kernel_raising_base_exception():
 # -- fork -----------------------------------------------------------------------------------
 
 FORK = """
+    import warnings
+    # Python 3.12 warns where a process with threads (the library's workers) forks: these
+    # cases fork one on purpose; anything else on stderr still fails run_script
+    warnings.filterwarnings("ignore", "This process [(]pid=[0-9]+[)] is multi-threaded, use "
+                            "of fork[(][)] may lead to deadlocks in the child", DeprecationWarning)
+
     def work(seed):
         '''Large work on two streams (so the pool's workers run) and a large draw (so the
         random kernels' thread pool does), with its NumPy reference where there is one.'''

@@ -42,7 +42,8 @@ def results(f, M):
 # name: a function of the module M (streamlet.core or mlx.core); results must agree
 CASES = {
     "inv": lambda M: M.linalg.inv(M.array(A), stream=M.cpu),
-    "inv_f64_batch": lambda M: M.linalg.inv(M.array(BATCH).astype(M.float64), stream=M.cpu),
+    "inv_f64_batch": lambda M: M.linalg.inv(M.array(BATCH).astype(M.float64, stream=M.cpu),
+                                            stream=M.cpu),
     "tri_inv_lower": lambda M: M.linalg.tri_inv(M.array(A), stream=M.cpu),
     "tri_inv_upper": lambda M: M.linalg.tri_inv(M.array(A), upper=True, stream=M.cpu),
     "cholesky": lambda M: M.linalg.cholesky(M.array(SPD), stream=M.cpu),

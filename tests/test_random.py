@@ -103,6 +103,7 @@ if sys.argv[1] == "blocked":
 import numpy as np
 import streamlet.core as mx
 from streamlet.core.ops import threefry as tf
+mx.set_default_device(mx.cpu)  # the CPU's kernels are the ones numba compiles
 small = np.array(mx.random.normal((1000,), key=mx.random.key(3)))
 loaded_small = sys.modules.get("numba") is not None
 big = np.array(mx.random.normal((tf.JIT_MIN,), key=mx.random.key(3)))

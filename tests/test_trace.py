@@ -426,7 +426,10 @@ def test_ops_on_gpu_streams_are_nvtx_ranges_named_as_in_the_trace(monkeypatch):
 
 
 def test_nvtx_is_import_safe_without_cupy(monkeypatch):
-    monkeypatch.setitem(sys.modules, "cupy", None)
+    # the submodules too: where CuPy is loaded already (a GPU run) `from cupy.cuda import
+    # nvtx` takes cupy.cuda from sys.modules without importing cupy
+    for name in ("cupy", "cupy.cuda", "cupy.cuda.nvtx"):
+        monkeypatch.setitem(sys.modules, name, None)
     assert timeline._load_nvtx() is False
     cupy = types.ModuleType("cupy")
     cuda = types.ModuleType("cupy.cuda")

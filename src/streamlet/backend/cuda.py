@@ -42,7 +42,9 @@ met at synchronize become RuntimeError.
 bfloat16.  CuPy has no bfloat16: such arrays live on the GPU as their uint16
 bit patterns (`BF16`); ops on them compute in float32 and round to nearest even
 back to bfloat16, which is what ml_dtypes does on the CPU, so both devices give
-the same bits.  `__dlpack__` of a bfloat16 GPU array exports the uint16 bits.
+the same bits.  `__dlpack__` of a bfloat16 GPU array exports the uint16 bits in a capsule
+retyped to DLPack's bfloat16 (`core.capsule`); a CUDA bfloat16 import is retyped to uint16
+for CuPy and held as `BF16` (`core.convert`).
 
 float32 matmul uses TF32 tensor cores, as MLX's CUDA backend does by default.
 """
@@ -58,6 +60,7 @@ import cupyx
 import numpy as np
 from cupy.cuda import runtime
 
+from ..core.memory import apply_cache_limit
 from . import cuda_fuse as fuse
 from .cuda_fuse import CTYPE, Lazy
 
@@ -107,6 +110,11 @@ class BF16:
     @property
     def nbytes(self):
         return self.bits.nbytes
+
+    def __dlpack__(self, **kwargs):
+        """The bits' capsule retyped to DLPack's bfloat16 (kDLBfloat), which CuPy lacks."""
+        from ..core.capsule import to_bfloat16
+        return to_bfloat16(self.bits.__dlpack__(**kwargs))
 
     def __dlpack_device__(self):
         return self.bits.__dlpack_device__()
@@ -173,25 +181,30 @@ def execute(node, args):
         held = []
         dev_args = [_device_arg(a, inp, h, held) for a, inp in zip(args, node.inputs)]
         dev_args = [cp.asarray(a) if isinstance(a, np.generic) else a for a in dev_args]
-        params = node.params or {}
+        params = own_params = node.params or {}
         out_bf16 = node.dtype.name == "bfloat16"
-        if out_bf16 or any(type(a) is BF16 for a in dev_args):
+        on_bits = prim.name in _ON_BITS
+        if on_bits:  # bytes reinterpreted: bfloat16 stays its bits and nothing rounds
+            dev_args = [a.bits if type(a) is BF16 else a for a in dev_args]
+            if out_bf16:
+                params = {**params, "dtype": np.dtype(np.uint16)}
+        elif out_bf16 or any(type(a) is BF16 for a in dev_args):
             dev_args, params = _bf16_inputs(dev_args, params)
         fn = OVERRIDES.get(prim.name)
         try:
             out = _NOT_COVERED
             if fn is not None:
                 try:
-                    out = fn(cp, *dev_args, **params)
+                    out = _call(fn, dev_args, params, own_params)
                 except (NotImplementedError, TypeError):  # an override not covering these
                     out = _NOT_COVERED
             if out is _NOT_COVERED:
-                out = (prim.gpu or prim.kernel)(cp, *dev_args, **params)
+                out = _call(prim.gpu or prim.kernel, dev_args, params, own_params)
             if not prim.multi:  # a multi-output primitive's box stays a host object array
                 if isinstance(out, (np.ndarray, np.generic, int, float, complex)):
                     out = cp.asarray(out)
                 if out_bf16:
-                    out = BF16(_to_bf16(out))
+                    out = BF16(out if on_bits else _to_bf16(out))
         except _OOM as exc:
             raise out_of_memory(prim.name, h, exc) from None
         if held:
@@ -199,19 +212,28 @@ def execute(node, args):
     return out
 
 
+def _call(kernel, args, params, own_params):
+    """A kernel on bfloat16 work gets float32 for the dtype parameters, unless it takes the
+    node's own (`bf16_params`: it rounds as the CPU does, then gives float32)."""
+    return kernel(cp, *args, **(own_params if getattr(kernel, "bf16_params", False)
+                                else params))
+
+
 _NOT_COVERED = object()
+_ON_BITS = frozenset({"view"})  # ops that see a bfloat16 array as its uint16 bits
 _FUSABLE_SCALARS = frozenset(d.type for d in CTYPE)  # NumPy scalar types of the C types
-_fusion_specs: dict = {}  # (primitive, params dtype, output dtype) -> spec, or None
+_fusion_specs: dict = {}  # (primitive, params dtype, last input's, output's) -> spec or None
 
 
 def _fusion_spec(prim, node):
     compute = node.params.get("dtype") if node.params else None
-    key = (prim, compute if compute is not None else node.inputs[-1].dtype, node.dtype)
+    key = (prim, compute, node.inputs[-1].dtype, node.dtype)
     spec = _fusion_specs.get(key, False)
     if spec is False:
         name, out_np = prim.name, node.dtype.np
-        if name == "astype":
-            compute = out_np
+        if name == "astype":  # float -> int converts from the float (see fuse.X86_CASTS)
+            src = node.inputs[-1].dtype.np
+            compute = src if fuse.x86_cast(CTYPE.get(src), CTYPE.get(out_np)) else out_np
         elif compute is None:  # inputs already of the dtype the op computes in
             compute = node.inputs[-1].dtype.np
         compute_t, out_t = CTYPE.get(np.dtype(compute)), CTYPE.get(out_np)
@@ -506,20 +528,29 @@ def to_numpy(data, state):
         data = data.value
     if isinstance(data, np.generic | np.ndarray):
         return data
-    with h.device, h.stream:  # a strided array is made contiguous first: on this stream
+    with h.device, h.stream:
         if type(data) is BF16:
-            return data.bits.get(stream=h.stream).view(BF16_NP)
-        return data.get(stream=h.stream)
+            return _host_copy(data.bits, h.stream).view(BF16_NP)
+        return _host_copy(data, h.stream)
+
+
+def _host_copy(x, stream):
+    """`x` on the host in its own layout (a transpose stays one, a broadcast keeps its zero
+    strides, as MLX's unified memory shows them): the bytes it spans, copied, then viewed."""
+    if x.size == 0 or x.flags.c_contiguous or min(x.strides) < 0:
+        return x.get(stream=stream, order="A")
+    span = sum((n - 1) * st for n, st in zip(x.shape, x.strides)) + x.itemsize
+    raw = cp.ndarray((span,), cp.uint8, x.data).get(stream=stream)
+    return np.ndarray(x.shape, x.dtype, raw, strides=x.strides)
 
 
 def for_export(data, state):
-    """The cupy array behind `__dlpack__`, its stream's work finished."""
+    """The cupy array (or `BF16`, whose capsule says bfloat16) behind `__dlpack__`, its
+    stream's work finished."""
     h = state.native or handle(state)
     if type(data) is Lazy:
         materialize(data)
         data = data.value
-    if type(data) is BF16:
-        data = data.bits
     h.stream.synchronize()
     return data
 
@@ -538,6 +569,7 @@ def synchronize(state):
             r = h.retained
             while r and r[0][0].done:
                 r.pop(0)
+        apply_cache_limit()
     except Exception as exc:
         raise RuntimeError(f"[synchronize] CUDA error on {state.stream}: {exc}") from exc
 
@@ -596,9 +628,22 @@ def _matmul_tf32(xp, x, y, dtype=None):
         cublas.setMathMode(hdl, mode)
 
 
+_X86_ASTYPE = cp.ElementwiseKernel(
+    "F x", "I y", "y = sizeof(I) == 8 ? (I)x86_i64((double)x) : (I)x86_i32((double)x);",
+    "streamlet_x86_astype", preamble=fuse.X86_CASTS)
+
+
+def _astype_x86(xp, x, dtype):
+    """astype where it is not fused: float -> int as the CPU converts (fuse.X86_CASTS)."""
+    dtype = np.dtype(dtype)
+    if x.dtype.kind != "f" or not fuse.x86_cast("float", CTYPE.get(dtype)):
+        raise NotImplementedError
+    return _X86_ASTYPE(x, cp.empty(x.shape, dtype))
+
+
 def _overrides():
     from . import cuda_random
-    return {"matmul": _matmul_tf32, **cuda_random.OVERRIDES}
+    return {"matmul": _matmul_tf32, "astype": _astype_x86, **cuda_random.OVERRIDES}
 
 
 OVERRIDES = _overrides()

@@ -71,7 +71,7 @@ _FLOAT_ONLY = {"divide", "power", "arctan2", "sqrt", "rsqrt", "reciprocal", "exp
 # Ops whose C form depends on the kind of T: (float form, signed form, unsigned/bool form).
 BY_KIND = {
     "abs": ("@fabs({0})", "({0} < 0 ? -{0} : {0})", "{0}"),
-    "sign": ("({0} != {0}) ? {0} : (T)(({0} > 0) - ({0} < 0))",
+    "sign": ("(T)(({0} > 0) - ({0} < 0))",  # NaN's sign is 0, as MLX's
              "(T)(({0} > 0) - ({0} < 0))", "(T)({0} > 0)"),
     "floor": ("@floor({0})", "{0}", "{0}"), "ceil": ("@ceil({0})", "{0}", "{0}"),
     "trunc": ("@trunc({0})", "{0}", "{0}"),
@@ -124,9 +124,33 @@ def spec_of(op, compute, out, operand_types):
     return s
 
 
+# float -> integer casts as the CPU makes them (x86's conversions, which NumPy uses): a
+# value outside int32 (int64 for int64) or NaN becomes that type's minimum, and the narrow
+# types keep the low bits of the int32; CUDA's own conversions saturate instead.  uint32
+# and uint64 differ between NumPy's loops and are left to CUDA (in range, all agree).
+X86_CASTS = """
+__device__ __forceinline__ int x86_i32(double x) {
+  return (x > -2147483649.0 && x < 2147483648.0) ? (int)x : (int)0x80000000u;
+}
+__device__ __forceinline__ long long x86_i64(double x) {
+  return (x >= -9223372036854775808.0 && x < 9223372036854775808.0)
+      ? (long long)x : (long long)0x8000000000000000ull;
+}
+"""
+_X86_CAST = {"signed char": "x86_i32", "unsigned char": "x86_i32", "short": "x86_i32",
+             "unsigned short": "x86_i32", "int": "x86_i32", "long long": "x86_i64"}
+
+
+def x86_cast(compute, out):
+    """The X86_CASTS function converting C type `compute` to `out`, or None."""
+    return _X86_CAST.get(out) if compute in _FLOATS else None
+
+
 def expression(spec, operands):
     """The C expression of one node, operands already named."""
     _, op, t, out, types = spec
+    if op == "astype" and x86_cast(t, out):
+        return f"({out}){x86_cast(t, out)}({operands[0]})"
     form = EXPR.get(op)
     if form is None:
         f, s, u = BY_KIND[op]
@@ -308,7 +332,8 @@ def source(specs, leaf_types, scalar_leaves, const_types, out_types, outputs, ve
         spec = spec_by_id[s[0]]
         body.append(f"  {spec[3]} v{p} = {expression(spec, [_operand(r) for r in s[1:]])};")
     body += [f"  o{i} = v{p};" for i, p in enumerate(outputs)]
-    lines = [f"__device__ __forceinline__ void body({', '.join(fargs)}) {{", *body, "}"]
+    lines = [X86_CASTS, f"__device__ __forceinline__ void body({', '.join(fargs)}) {{", *body,
+             "}"]
     lines.append("template <typename T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };")
     lines.append(f'extern "C" __global__ void k({", ".join(params)}) {{')
     lines += [f"  const {t} c{i} = ({t})r{i};" for i, t in enumerate(const_types)]

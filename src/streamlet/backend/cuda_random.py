@@ -14,11 +14,13 @@ from __future__ import annotations
 import math
 
 import cupy as cp
+import ml_dtypes
 import numpy as np
 
 from ..core.ops import special
 
 WORDS, UNIT, ERFINV_UNIT, NORMAL = 0, 1, 2, 3
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def _doubles(values):
@@ -177,6 +179,14 @@ def uniform(xp, k, upper, npdtype, shape):
     return u.astype(npdtype, copy=False)
 
 
+def _round_bf16(x):
+    """float32 values rounded to bfloat16 (as the CPU rounds each bfloat16 step)."""
+    from .cuda import _from_bf16, _to_bf16
+    return _from_bf16(_to_bf16(x))
+
+
+# These see the node's own dtype parameter, bfloat16 included (`bf16_params`), and give
+# float32 the caller rounds to bfloat16 once more, which keeps the CPU's bits.
 def normal(xp, k, npdtype, shape, mode):
     """Modes as the CPU kernel's: "standard" (times sqrt(2)), "unscaled", "complex"."""
     n = math.prod(shape)
@@ -185,10 +195,27 @@ def normal(xp, k, npdtype, shape, mode):
     npdtype = np.dtype(npdtype)
     if npdtype == np.float32:
         return fill(k, n, NORMAL if mode == "standard" else ERFINV_UNIT).reshape(shape)
-    e = fill(k, n, ERFINV_UNIT).astype(npdtype)
+    e = fill(k, n, ERFINV_UNIT)
+    if npdtype == BF16:
+        e = _round_bf16(e)
+        if mode == "standard":
+            e *= np.float32(BF16.type(math.sqrt(2.0)))
+        return e.reshape(shape)
+    e = e.astype(npdtype)
     if mode == "standard":
         cp.multiply(e, npdtype.type(math.sqrt(2.0)), out=e)
     return e.reshape(shape)
 
 
-OVERRIDES = {"random_bits": bits, "uniform": uniform, "normal": normal}
+def gumbel(xp, k, upper, npdtype, shape):
+    """bfloat16 Gumbel samples rounded at each step as the CPU's; other dtypes are the
+    generic kernel's."""
+    if np.dtype(npdtype) != BF16:
+        raise NotImplementedError
+    u = _round_bf16(fill(k, math.prod(shape), UNIT, upper))
+    inner = _round_bf16(special.logf_glibc(cp, u))
+    return -_round_bf16(special.logf_glibc(cp, -inner)).reshape(shape)
+
+
+normal.bf16_params = gumbel.bf16_params = True
+OVERRIDES = {"random_bits": bits, "uniform": uniform, "normal": normal, "gumbel": gumbel}

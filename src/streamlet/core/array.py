@@ -102,10 +102,18 @@ class array:
                 raise ValueError(f"[array] Cannot convert {self._dtype.name} to "
                                  f"{np.dtype(dtype)} without a copy.")
             return data.astype(dtype)
-        return numpy_view(self, data)
+        return self._view(data)
+
+    def _view(self, data):
+        """A NumPy view of the buffer, writable where it is the array's own (the CPU); a
+        host copy of GPU memory is read-only, since a write to it could not reach the array."""
+        view = numpy_view(self, data)
+        if data is not self._node.data and view.flags.writeable:
+            view.flags.writeable = False
+        return view
 
     def __buffer__(self, flags):
-        view = numpy_view(self, self._host())
+        view = self._view(self._host())
         if view.dtype.char in "lL":  # 8-byte ints as MLX exports them: 'q'/'Q', not 'l'/'L'
             view = view.view("q" if view.dtype.char == "l" else "Q")
         return memoryview(view)

@@ -272,11 +272,23 @@ def from_buffer(v, dtype=None, copy=None):
     return copy_layout(v, d.np)
 
 
+def _detached(v):
+    """A PyTorch tensor that requires grad as its values (PyTorch refuses to export it)."""
+    if getattr(v, "requires_grad", False) and callable(getattr(v, "detach", None)):
+        return v.detach()
+    return v
+
+
+def _not_convertible():
+    return ValueError("[convert] Cannot convert array to mlx.")  # MLX's words
+
+
 def _from_dlpack(v) -> np.ndarray:
     """`np.from_dlpack(v)`, and what MLX takes that NumPy does not: a PyTorch tensor that
-    requires grad (its values; PyTorch refuses to export it) and DLPack's bfloat16."""
-    if getattr(v, "requires_grad", False) and callable(getattr(v, "detach", None)):
-        v = v.detach()
+    requires grad (its values) and DLPack's bfloat16.  A type MLX has no dtype for
+    (torch.complex32, an opaque handle) raises MLX's ValueError, whichever error NumPy
+    gave (RuntimeError before NumPy 2.5, BufferError since)."""
+    v = _detached(v)
     try:
         return np.from_dlpack(v)
     except (BufferError, RuntimeError, TypeError) as exc:
@@ -284,13 +296,14 @@ def _from_dlpack(v) -> np.ndarray:
         try:
             handed = v.__dlpack__()  # legacy: what every producer gives without max_version
             bf16 = capsule.is_bfloat16(handed)
+            convertible = bf16 or capsule.is_convertible(handed)
         except Exception:
             raise exc from None
-        if not bf16:
-            if isinstance(exc, RuntimeError) and "dtype" in str(exc):  # complex32, ...
-                raise ValueError("[convert] Cannot convert array to mlx.") from None
-            raise
-        return capsule.import_bfloat16(handed)
+        if bf16:
+            return capsule.import_bfloat16(handed)
+        if not convertible:
+            raise _not_convertible() from None
+        raise
 
 
 def copy_layout(src: np.ndarray, npdtype) -> np.ndarray:
@@ -315,24 +328,66 @@ def _copy(src, npdtype):
         return src.astype(npdtype, order="K")
 
 
+def _cuda_capsule(v, stream_ptr):
+    """`v`'s DLPack capsule for a consumer on the CUDA stream `stream_ptr` (the producer
+    orders its work before that stream), as cupy.from_dlpack asks for one."""
+    try:
+        return v.__dlpack__(stream=stream_ptr, max_version=(1, 0))
+    except TypeError:  # a producer of DLPack before 1.0
+        return v.__dlpack__(stream=stream_ptr)
+
+
 def _from_cuda(v, dtype, copy):
+    """A CUDA source as an array on the GPU: copied on the GPU stream the array belongs to
+    (shared with `copy=False`).  bfloat16, which CuPy does not read, is imported as its
+    uint16 bits (the capsule retyped) and held as the backend holds bfloat16 (`BF16`)."""
     from ..backend import gpu_count
     if gpu_count() == 0:
         raise ValueError("[from_dlpack] The object lives on a CUDA device but streamlet has no "
                          "GPU backend here.")
     import cupy
 
+    from ..backend import cuda
+    from . import capsule
     from .device import gpu
+    from .graph import Node
     from .stream import default_stream, resolve
-    data = cupy.from_dlpack(v)
-    src = _NARROW.get(np.dtype(data.dtype)) or dt.from_numpy(data.dtype)
-    d = src if dtype is None else dt.as_dtype(dtype)
-    if copy is False and d is not src:
-        raise ValueError("[convert] Cannot convert array to the requested dtype without a "
-                         "copy.")
-    if copy is not False:  # the source may change later: the array must not follow it
-        data = data.astype(d.np, copy=True)
-    return _arrays.leaf(data, resolve(default_stream(gpu)))
+    state = resolve(default_stream(gpu))
+    h = cuda.handle(state)
+    v = _detached(v)
+    device = v.__dlpack_device__()
+    with h.device, h.stream:
+        cap = _cuda_capsule(v, h.stream.ptr)
+        bf16 = capsule.is_bfloat16(cap)
+        if bf16:
+            capsule.to_uint16(cap)
+        elif not capsule.is_convertible(cap):
+            raise _not_convertible()
+        data = cupy.from_dlpack(capsule.Handed(cap, device))  # CuPy reads it as it is
+        src = dt.bfloat16 if bf16 else _NARROW.get(np.dtype(data.dtype)) or \
+            dt.from_numpy(data.dtype)
+        d = src if dtype is None else dt.as_dtype(dtype)
+        if copy is False and (d is not src or not bf16 and data.dtype != d.np):  # float64
+            raise ValueError("[convert] Cannot convert array to the requested dtype without "
+                             "a copy.")
+        for n in data.shape:
+            check_dim(n)
+        if copy is not False:  # the source may change later: the array must not follow it
+            if d is src:
+                data = data.astype(data.dtype if bf16 else d.np, copy=True)
+            elif bf16:
+                data = cuda._from_bf16(data).astype(d.np)
+            elif d is dt.bfloat16:
+                data = cuda._to_bf16(data.real if data.dtype.kind == "c" else data)
+            else:
+                data = data.astype(d.np, copy=True)
+            # done before returning: the producer's later work (a write, a free of the
+            # source) is not ordered after this stream's
+            h.stream.synchronize()
+    if d is dt.bfloat16:
+        return _arrays.wrap(Node(tuple(data.shape), dt.bfloat16, stream=state,
+                                 data=cuda.BF16(data)))
+    return _arrays.leaf(data, state)
 
 
 # -- arrays to NumPy ---------------------------------------------------------------------

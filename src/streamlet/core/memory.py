@@ -83,9 +83,30 @@ def _cupy_pool():
 
 
 def get_cache_memory() -> int:
-    """Bytes freed by arrays but kept for reuse: CuPy's pool; the CPU keeps none."""
+    """Bytes freed by arrays but kept for reuse: CuPy's pool (within the cache limit);
+    the CPU keeps none."""
     pool = _cupy_pool()
-    return 0 if pool is None else int(pool.total_bytes() - pool.used_bytes())
+    return 0 if pool is None else _trim(pool)
+
+
+def apply_cache_limit() -> None:
+    """Give back the GPU cache where it exceeds a limit set (the CUDA backend calls this
+    when a stream synchronizes)."""
+    if _limits["cache_limit"] is not None:
+        pool = _cupy_pool()
+        if pool is not None:
+            _trim(pool)
+
+
+def _trim(pool) -> int:
+    """The pool's cached bytes, all given back first where they exceed the cache limit
+    (CuPy's pool has no limit of its own on what it keeps: it is applied when asked)."""
+    cached = int(pool.total_bytes() - pool.used_bytes())
+    limit = _limits["cache_limit"]
+    if limit is not None and cached > limit:
+        pool.free_all_blocks()
+        cached = int(pool.total_bytes() - pool.used_bytes())
+    return cached
 
 
 def clear_cache() -> None:
@@ -133,7 +154,7 @@ def set_cache_limit(limit: int) -> int:
     previous = _set("cache_limit", limit, "set_cache_limit")
     pool = _cupy_pool()
     if pool is not None:
-        pool.set_limit(size=limit)
+        _trim(pool)
     return previous
 
 

@@ -87,7 +87,12 @@ def _pad(xp, a, value, widths, mode):
         out[...] = value.astype(a.dtype)
         out[tuple(slice(lo, lo + n) for n, (lo, _) in zip(a.shape, widths))] = a
         return out
-    return xp.pad(a, widths, mode=mode)
+    if xp is np:
+        return np.pad(a, widths, mode=mode)
+    for ax, w in enumerate(widths):  # NumPy's reads per axis (CuPy's differ for wide pads)
+        if w != (0, 0):
+            a = xp.take(a, xp.asarray(np.pad(np.arange(a.shape[ax]), w, mode=mode)), axis=ax)
+    return a
 
 
 def _pad_vjp(c, out, x, value, widths, mode):

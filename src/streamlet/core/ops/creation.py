@@ -37,9 +37,16 @@ def _linspace(xp, start, stop, num, endpoint, inner, dtype):
     return ((one - t) * inner.type(start) + t * inner.type(stop)).astype(dtype)
 
 
-# on a GPU too the values are added up one after another, on the host (a device scan
-# associates differently and rounds other values), then copied over
-_ARANGE = b.make("arange", _arange, gpu=lambda xp, **p: xp.asarray(_arange(np, **p)))
+def _arange_gpu(xp, **p):
+    """On a GPU too the values are added up one after another, on the host (a device scan
+    associates differently and rounds other values), in the array's dtype, bfloat16 too
+    (handed over as float32, which the backend rounds back exactly)."""
+    values = _arange(np, **p)
+    return xp.asarray(values.astype(np.float32) if values.dtype.name == "bfloat16" else values)
+
+
+_arange_gpu.bf16_params = True  # sees the bfloat16 dtype itself (backend/cuda.py)
+_ARANGE = b.make("arange", _arange, gpu=_arange_gpu)
 _LINSPACE = b.make("linspace", _linspace)
 _EYE = b.make("eye", lambda xp, n, m, k, dtype: xp.eye(n, m, k, dtype=dtype))
 _ASTYPE = b.make("astype", lambda xp, a, dtype: a.astype(dtype),

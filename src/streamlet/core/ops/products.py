@@ -42,7 +42,13 @@ def _contract(x, y, ax, ay, dtype):
     return reshape(out, tuple(x._shape[i] for i in fx) + tuple(y._shape[j] for j in fy))
 
 
-_INNER = b.make("inner", product_kernel(lambda xp, x, y: xp.inner(x, y)),
+def _inner_kernel(xp, x, y):
+    if x.shape[-1] == 0:  # CuPy divides by the empty length
+        return xp.zeros(x.shape[:-1] + y.shape[:-1], xp.result_type(x, y))
+    return xp.inner(x, y)
+
+
+_INNER = b.make("inner", product_kernel(_inner_kernel),
                 **via(lambda x, y, dtype: _contract(x, y, (x.ndim - 1,), (y.ndim - 1,), dtype)))
 
 

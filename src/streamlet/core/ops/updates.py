@@ -63,6 +63,12 @@ def _ufunc_at_device(xp, mode, out, idx, value):
     value = value.astype(work.dtype)
     if mode == "subtract":
         mode, value = "add", -value
+    if work.dtype.kind == "c" and mode == "add":  # as (real, imaginary) pairs of floats
+        idx = tuple(idx) if isinstance(idx, tuple) else (idx,)
+        pairs = work.view(work.real.dtype).reshape(work.shape + (2,))
+        value = xp.broadcast_to(value, work[idx].shape)
+        xp.add.at(pairs, idx + (slice(None),), xp.stack([value.real, value.imag], axis=-1))
+        return out
     getattr(xp, mode).at(work, idx, value)
     if work is out:
         return out
