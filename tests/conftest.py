@@ -8,6 +8,9 @@ from hypothesis import settings
 
 # float32 matmuls in full precision on the GPU (as MLX's own test suite sets it)
 os.environ.setdefault("MLX_ENABLE_TF32", "0")
+# JAX (an interop test's peer) takes 75% of a GPU's memory when it first runs there, and
+# the test processes share the GPU
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import streamlet.core as mx  # noqa: E402
 

@@ -307,7 +307,7 @@ RANDOM_SIGINT = """
                 # a second Ctrl-C in the few bytecodes that publish a batch's end can leave
                 # an array scheduled and never run: a clear error too (and no hang)
                 got = np.testing.assert_raises_regex(
-                    RuntimeError, r"^\[eval\] This array was never computed", np.array, a)
+                    RuntimeError, r"^\\[eval\\] This array was never computed", np.array, a)
                 counts["never computed"] += 1
             counts["ok" if got == "ok" else "not computed"] += 1
     stop.set()

@@ -74,6 +74,16 @@ FLUSHES = TEST_DEVICE == "gpu"
 _F32_TINY = float(np.finfo(np.float32).tiny)
 
 
+def _subnormal(a):
+    """Where `a` holds float32 subnormals (as float32, bfloat16 or complex parts)."""
+    if a.dtype.kind == "c":
+        return _subnormal(a.real) | _subnormal(a.imag)
+    if a.dtype.kind not in "fV":
+        return np.zeros(a.shape, bool)
+    wide = np.abs(a.astype(np.float32))
+    return (wide != 0) & (wide < _F32_TINY)
+
+
 def _flushed(a, dname):
     """`a` with float32 subnormals (bfloat16's included) made signed zeros, in a GPU run."""
     if not FLUSHES or dname not in ("float32", "bfloat16", "complex64") or \
@@ -84,8 +94,7 @@ def _flushed(a, dname):
         out.real, out.imag = _flushed(a.real, "float32"), _flushed(a.imag, "float32")
         return out
     wide = a.astype(np.float32)
-    tiny = (wide != 0) & (np.abs(wide) < _F32_TINY)
-    return np.where(tiny, np.copysign(np.float32(0), wide), wide).astype(a.dtype)
+    return np.where(_subnormal(a), np.copysign(np.float32(0), wide), wide).astype(a.dtype)
 
 
 def _outcome(mod, fn, *values):
@@ -144,6 +153,10 @@ def _check(op, dname, outcome_mx, outcome_mlx, inputs):
     got, want = _flushed(got, dw), _flushed(want, dw)
     bad = _mismatch(got, want, dname if dw == dname else dw, ULPS_OF.get((op, dname), ULPS))
     bad = bad.ravel()
+    if FLUSHES and dname in ("float32", "bfloat16") and got.dtype.kind == "f":
+        # a subnormal input read as zero has no sign to keep: zeros of either sign agree
+        tiny_in = np.any([_subnormal(x).ravel() for x in inputs], axis=0)
+        bad &= ~(tiny_in & (got.ravel() == 0) & (want.ravel() == 0))
     if dname == "complex64":
         bad &= _complex_compared(op, inputs)
     rule = TRUE_VALUE.get(op)
@@ -261,6 +274,8 @@ def _reference(op, inputs, dname):
 
 
 ULPS_OF = {("logaddexp", "float16"): 64, ("logaddexp", "bfloat16"): 16}
+if TEST_DEVICE == "gpu":  # CuPy's complex exp, log and pow round otherwise than NumPy's
+    ULPS_OF.update({("logaddexp", "complex64"): 16, ("power", "complex64"): 16})
 
 
 def _skip(op, dname):
