@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from . import build as b
 from . import factory, rules
 from .build import dt
@@ -67,7 +69,25 @@ def _isfinite(xp, a):
 
 
 def _rsqrt(xp, a):
-    return a.dtype.type(1) / xp.sqrt(a)
+    out = a.dtype.type(1) / xp.sqrt(a)
+    if xp is not np and a.dtype.kind == "c":  # CuPy's 1 / 0j is nan+nanj; NumPy's, MLX's inf+nanj
+        out = xp.where(a == 0, a.dtype.type(complex(math.inf, math.nan)), out)
+    return out
+
+
+def _log_base(np_fn, base):
+    """log2 and log10.  A complex one on the GPU is log's parts scaled one by one: CuPy
+    divides by the complex log of the base, which makes log2(0j) -inf+nanj (-inf+0j)."""
+    scale = 1 / math.log(base)
+
+    def fn(xp, a):
+        if xp is np or a.dtype.kind != "c":
+            return getattr(xp, np_fn)(a)
+        ln = xp.log(a)
+        out = xp.empty_like(ln)
+        out.real, out.imag = ln.real * scale, ln.imag * scale
+        return out
+    return fn
 
 
 def _invert(xp, a):
@@ -127,9 +147,9 @@ UNARY = {
     "expm1": (lambda xp, a: xp.expm1(a), dt.to_inexact, "c", lambda x, y: y + 1),
     "log": (lambda xp, a: xp.log(a), dt.to_inexact, "", lambda x, y: reciprocal(x)),
     "log1p": (_log1p, dt.to_inexact, "", lambda x, y: reciprocal(x + 1)),
-    "log2": (lambda xp, a: xp.log2(a), dt.to_inexact, "",
+    "log2": (_log_base("log2", 2), dt.to_inexact, "",
               lambda x, y: reciprocal(x * math.log(2))),
-    "log10": (lambda xp, a: xp.log10(a), dt.to_inexact, "",
+    "log10": (_log_base("log10", 10), dt.to_inexact, "",
               lambda x, y: reciprocal(x * math.log(10))),
     "sin": (lambda xp, a: xp.sin(a), dt.to_inexact, "", lambda x, y: cos(x)),
     "cos": (lambda xp, a: xp.cos(a), dt.to_inexact, "", lambda x, y: -sin(x)),
@@ -145,7 +165,8 @@ UNARY = {
     "isnan": (_isnan, _bool, "", rules.ZERO),
     "isinf": (_isinf, _bool, "", rules.ZERO),
     "isfinite": (_isfinite, _bool, "", rules.ZERO),
-    "logical_not": (lambda xp, a: xp.logical_not(a), _bool, "", rules.ZERO),
+    "logical_not": (lambda xp, a: a == 0 if a.dtype.kind == "c" else xp.logical_not(a), _bool,
+                    "", rules.ZERO),
     "bitwise_invert": (_invert, _same, "fc", rules.ZERO),
     "arcsin": (lambda xp, a: xp.arcsin(a), dt.to_inexact, "", lambda x, y: rsqrt(1 - square(x))),
     "arccos": (lambda xp, a: xp.arccos(a), dt.to_inexact, "", lambda x, y: -rsqrt(1 - square(x))),
