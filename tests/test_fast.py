@@ -208,6 +208,21 @@ def test_cross_entropy_matches_mlx(mlx, rng):
         _close(ours, theirs, TOL[dtype] * 5)
 
 
+def test_cross_entropy_of_large_logits_keeps_its_digits(rng):
+    """The loss depends on the gaps between a row's logits only: a row offset by 1e4 or
+    1e6 gives the float64 loss of its (rounded) logits, where MLX's CPU composite loses
+    the loss in the offset's rounding (nn.losses.cross_entropy takes this path on a GPU,
+    and MLX's own test asks this of it)."""
+    t = rng.integers(0, 7, 5)
+    for offset in (0.0, 1e4, 1e6, 1e20):
+        x = (rng.standard_normal((5, 7)) + offset).astype(np.float32)
+        w = x.astype(np.float64)
+        top = w.max(axis=1, keepdims=True)
+        want = np.log(np.exp(w - top).sum(axis=1)) - (w[np.arange(5), t] - top[:, 0])
+        got = np.array(mx.fast.cross_entropy(mx.array(x), mx.array(t)))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 # -- transform rules --------------------------------------------------------------------------
 
 def _fns(M, which):

@@ -546,13 +546,15 @@ def _attention(q, k, v, scale, causal, mask, sinks, s):
 
 
 def cross_entropy(logits, targets, *, stream=None):
-    """`logsumexp(logits, -1) - logits[..., target]` per element, in float32 (a composite
-    of ops reducing in the logits' dtype, as MLX's CPU path).
+    """`logsumexp(logits, -1) - logits[..., target]` per element, in float32: a composite
+    of ops reducing in the logits' dtype, as MLX's CPU path, over the logits less their
+    row's maximum (MLX's CPU path loses the loss of logits near 1e6 in their rounding).
 
     >>> mx.fast.cross_entropy(mx.zeros((1, 4)), mx.array([2]))
     array([1.38629], dtype=float32)
     """
     from . import ops as o
+    from .transforms import stop_gradient
     op = "cross_entropy"
     logits, targets = b.as_array(logits, op), b.as_array(targets, op)
     if logits.ndim < 1 or targets._shape != logits._shape[:-1]:
@@ -561,6 +563,8 @@ def cross_entropy(logits, targets, *, stream=None):
     if targets._dtype.kind not in "iu":
         raise ValueError(f"[{op}] targets must be integers, got {targets._dtype.name}.")
     s = dict(stream=stream)
+    # from logits less their maximum, so that a large offset shared by a row changes nothing
+    logits = o.subtract(logits, stop_gradient(o.max(logits, -1, keepdims=True, **s), **s), **s)
     picked = o.squeeze(o.take_along_axis(logits, o.expand_dims(targets, -1, **s), -1, **s),
                        -1, **s)
     return o.astype(o.subtract(o.logsumexp(logits, -1, **s), picked, **s), dt.float32, **s)
