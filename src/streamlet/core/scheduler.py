@@ -227,12 +227,12 @@ def run_batch(state, batch, blocking) -> bool:
             break
         if waits and i in waits:
             t = TIMELINE.on and TIMELINE.wait_begin(nodes[i])
+            batch.pos = i  # before a wake-up is registered: it can resume the batch at once
             for producer in waits[i]:
                 pstate = producer.stream
                 if blocking:
                     pstate.wait(producer.seq)
                 elif pstate.when_done(producer.seq, lambda: POOL.submit(state)):
-                    batch.pos = i
                     return False
             if t:
                 TIMELINE.wait_end(nodes[i], t)
