@@ -40,6 +40,8 @@ CASES = {
     "as_strided_default": lambda M: M.as_strided(M.array(X).T),
     "view_int8": lambda M: M.view(M.array(X), M.int8),
     "view_float16": lambda M: M.view(M.array(X), M.float16),
+    "view_bfloat16_bits": lambda M: M.view(M.array(X).astype(M.bfloat16), M.uint16),
+    "view_through_bfloat16": lambda M: M.view(M.view(M.array(X), M.bfloat16), M.int16),
     "moveaxis": lambda M: M.moveaxis(M.array(X).reshape(2, 3, 4), 0, -1),
     "permute_dims": lambda M: M.permute_dims(M.array(X).reshape(2, 3, 4), (2, 0, 1)),
     "matrix_transpose": lambda M: M.matrix_transpose(M.array(X).reshape(2, 3, 4)),
