@@ -286,10 +286,10 @@ def concatenate(arrays, /, axis=0, *, stream=None):
         axis = 0
     ax = b.normalize_axis(axis, arrays[0].ndim, "concatenate")
     first = arrays[0]._shape
+    head, tail = first[:ax], first[ax + 1:]
     for x in arrays[1:]:
         s = x._shape
-        if len(s) != len(first) or any(m != n for i, (m, n) in enumerate(zip(s, first))
-                                       if i != ax):
+        if len(s) != len(first) or s[:ax] != head or s[ax + 1:] != tail:
             raise ValueError(f"[concatenate] All input shapes must match except along axis "
                              f"{ax}; got {first} and {s}.")
     shape = first[:ax] + (dims.dim(sum(x._shape[ax] for x in arrays), "concatenate"),) + \
