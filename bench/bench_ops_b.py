@@ -1,4 +1,5 @@
-"""Side-by-side timings of fft transforms and linear algebra: streamlet, mlx and NumPy.
+"""Side-by-side timings of fft transforms, the Hadamard transform and linear algebra:
+streamlet, mlx and NumPy.
 
 Run: `.venv/bin/python bench/bench_ops_b.py`.  Each op is built and evaluated from
 scratch per repetition (inputs already evaluated); the median of 5 after one warm-up
@@ -31,6 +32,17 @@ def _np_stft(x, n_fft=512, hop=128):
     return np.fft.rfft(frames, axis=-1).astype(np.complex64).T
 
 
+def _np_fwht(x):
+    """The fast Walsh-Hadamard transform as NumPy code would write it (log2 n passes)."""
+    n, h = x.shape[-1], 1
+    while h < n:
+        x = x.reshape(x.shape[:-1] + (n // (2 * h), 2, h))
+        x = np.stack([x[..., 0, :] + x[..., 1, :], x[..., 0, :] - x[..., 1, :]], axis=-2)
+        x = x.reshape(x.shape[:-3] + (n,))
+        h *= 2
+    return x / np.float32(np.sqrt(n))
+
+
 # name: (NumPy version, version for an mlx-like module M given prepared inputs)
 CASES = {
     "fft complex 64x16384": (lambda: np.fft.fft(Z), lambda M, z, *_: M.fft.fft(z)),
@@ -43,6 +55,8 @@ CASES = {
     "stft n_fft=512 hop=128 of 1M": (lambda: _np_stft(AUDIO),
                                      lambda M, z, s, img, m, a: M.fft.stft(a, n_fft=512,
                                                                           hop_length=128)),
+    "hadamard_transform 64x16384": (lambda: _np_fwht(SIG),
+                                    lambda M, z, s, *_: M.hadamard_transform(s)),
     "linalg.inv 512x512": (lambda: np.linalg.inv(M512),
                            lambda M, z, s, img, m, a: M.linalg.inv(m, stream=M.cpu)),
     "linalg.svd 512x512": (lambda: np.linalg.svd(M512),

@@ -524,17 +524,52 @@ def _hadamard_split(n):
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _sylvester(q):
+    """H_{2^q}, Sylvester's Hadamard matrix (symmetric)."""
+    h = np.ones((1, 1))
+    for _ in range(q):
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+def _sylvester_gemms(x, p):
+    """`x @ H_p` along the last axis (p = 2^k) as a few GEMMs and no copies: H_p is the
+    Kronecker product of H_{2^q} with q <= 5, each contracting one axis of `x` viewed as
+    (..., 2^q1, 2^q2, ...), from the left (H @ the axes after it) or, for the last, from
+    the right.  The sums are float64's, all but exact for float32 values, so a row's result
+    does not depend on what else the GEMM holds (a batch, a vmap)."""
+    k = p.bit_length() - 1
+    parts = -(-k // 5)
+    qs = [k // parts + (i < k % parts) for i in range(parts)]
+    y = x.astype(np.float64)
+    before = y.size // p
+    for q in qs:
+        c = 1 << q
+        after = y.size // (before * c)
+        if after == 1:
+            y = y.reshape(-1, c) @ _sylvester(q)
+        else:
+            y = np.matmul(_sylvester(q), y.reshape(before, c, after))
+        before *= c
+    return y.reshape(x.shape).astype(np.float32)
+
+
 def _hadamard(xp, a, scale, dtype, transpose=False):
     x = a.astype("float32").reshape(a.shape or (1,))
     n = x.shape[-1]
     m, p = _hadamard_split(n)
     lead = x.shape[:-1] + (m,)
-    h = 1
-    while h < p:  # log2(p) butterfly passes over the whole array
-        x = x.reshape(lead + (p // (2 * h), 2, h))
-        top, bottom = x[..., 0, :], x[..., 1, :]
-        x = xp.stack([top + bottom, top - bottom], axis=-2)
-        h *= 2
+    if xp is np:  # BLAS: 4-5x the butterflies' speed on the CPU
+        if p > 1:
+            x = _sylvester_gemms(x.reshape(lead + (p,)), p)
+    else:
+        h = 1
+        while h < p:  # log2(p) butterfly passes over the whole array
+            x = x.reshape(lead + (p // (2 * h), 2, h))
+            top, bottom = x[..., 0, :], x[..., 1, :]
+            x = xp.stack([top + bottom, top - bottom], axis=-2)
+            h *= 2
     if m > 1:  # then H_m^T along the axis of size m
         spec = "ai,...ib->...ab" if transpose else "ia,...ib->...ab"
         x = xp.einsum(spec, xp.asarray(_hadamard_matrix(m)), x.reshape(lead + (p,)))
