@@ -249,6 +249,41 @@ SIGINT_CASES = {
         assert got[-1] == "interrupted" and got == sorted(got, reverse=True), got
         still_works(s)
     """,
+    # Ctrl-C just as a stream is handed to the pool: CPython raises it as the call that
+    # queued the job returns, so the job is queued and the interrupt is on its way up
+    "right_after_a_hand_off": """
+        from streamlet.core import scheduler
+        class Interrupting(type(scheduler.POOL.jobs)):
+            countdown = 0  # the main thread's hand-off that Ctrl-C follows
+            def hit(self):
+                if threading.get_ident() == MAIN:
+                    Interrupting.countdown -= 1
+                    if Interrupting.countdown == 0:
+                        raise KeyboardInterrupt
+            def append(self, state):
+                super().append(state)
+                self.hit()
+            def extend(self, states):
+                super().extend(states)
+                self.hit()
+        scheduler.POOL.jobs = Interrupting()
+        streams = [mx.new_stream(mx.cpu), mx.new_thread_unsafe_stream(mx.cpu), mx.cpu]
+        seen = {"ok": 0, "interrupted": 0}
+        for k in range(1, 7):
+            for how in (mx.eval, mx.async_eval):
+                x = mx.array(np.eye(300, dtype=np.float32) * 1.5)
+                outs, refs = chain(x, 9, streams, 0.5)
+                Interrupting.countdown = k
+                try:
+                    how(outs[-1])
+                except KeyboardInterrupt:
+                    seen["interrupted"] += 1
+                Interrupting.countdown = 0
+                for a, r in zip(outs, refs):
+                    seen[outcome(a, r)] += 1
+        assert seen["interrupted"] >= 4 and seen["ok"] > 0, seen
+        still_works(*streams)
+    """,
 }
 
 

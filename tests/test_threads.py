@@ -267,17 +267,19 @@ def test_a_parked_batch_resumes_where_it_stopped_even_if_woken_at_once(monkeypat
     (seen once in 32 000 evals of the soak: "'NoneType' object has no attribute 'inputs'")."""
     from streamlet.core import scheduler
 
+    ran, resumed_at = [], []
+    parking = object()  # the consumer's stream
+
     class Finishing:  # a producer's stream whose node finishes as it is waited for
-        def when_done(self, seq, callback):
-            callback()
+        def when_done(self, seq, resume):
+            assert resume is parking
+            resumed_at.append(batch.pos)  # another worker resumes the batch from here
             return True
 
     class Node:
         stream, seq = Finishing(), 1
 
     batch = scheduler.Batch([Node(), Node()], {1: [Node()]}, None, 2)
-    ran, resumed_at = [], []
     monkeypatch.setattr(scheduler, "run_node", lambda node, state: ran.append(node))
-    monkeypatch.setattr(scheduler.POOL, "submit", lambda state: resumed_at.append(batch.pos))
-    assert scheduler.run_batch(object(), batch, blocking=False) is False
+    assert scheduler.run_batch(parking, batch, blocking=False) is False
     assert len(ran) == 1 and resumed_at == [1]

@@ -138,91 +138,67 @@ def _waits(st, nodes, numbers):
     return waits
 
 
-def _enqueue(per_state, pending):
-    """Number the nodes, make one Batch per stream and queue it; return the batches (by
-    stream) and the streams started (idle until now: this eval must run them).
+def _enqueue(per_state, pending, batches):
+    """Number the nodes, make one Batch per stream (into `batches`) and queue it.
 
     One stream's nodes wait only for producers of earlier evals, and only if `pending`.
+    Ctrl-C's clean-up (`_abandon`) reads what `batches` holds, whatever step was reached.
     """
     producers = {}
-    batches = {}
-    try:
-        for st, nodes in per_state.items():
-            waits = _waits(st, nodes, producers) if pending or len(per_state) > 1 else {}
-            batches[st] = Batch(nodes, waits, None, 0)
-        for st, marks in producers.items():
-            b = batches.get(st)
-            if b is not None:
-                b.signals = {i for i, n in enumerate(b.nodes) if id(n) in marks}
-    except BaseException:  # nothing is queued yet: the nodes are unscheduled again
-        for nodes in per_state.values():
-            _shielded(_unmark, nodes)
-        raise
-    started = []
-    try:
-        with _enqueue_lock:
-            for st, b in batches.items():
-                with st.lock:
-                    seq = st.issued
-                    for n in b.nodes:
-                        seq += 1
-                        n.seq = seq
-                    b.last = seq
-                    st.queue.append(b)
-                    st.issued = seq
-                    if not st.active:
-                        started.append(st)
-                        st.active = True
-    except BaseException as exc:  # Ctrl-C: what was queued is cancelled, the rest unmarked
-        _shielded(_undo_enqueue, batches, started, exc)
-        raise
-    return batches, started
+    for st, nodes in per_state.items():
+        waits = _waits(st, nodes, producers) if pending or len(per_state) > 1 else {}
+        batches[st] = Batch(nodes, waits, None, 0)
+    for st, marks in producers.items():
+        b = batches.get(st)
+        if b is not None:
+            b.signals = {i for i, n in enumerate(b.nodes) if id(n) in marks}
+    with _enqueue_lock:
+        for st, b in batches.items():
+            with st.lock:
+                seq = st.issued
+                for n in b.nodes:
+                    seq += 1
+                    n.seq = seq
+                b.last = st.issued = seq
+                b.starts = not st.active  # idle until now: this eval must run the stream
+                b.queued = st.active = True  # then the hand-off: no call in between
+                st.queue.append(b)
 
 
-def _undo_enqueue(batches, started, exc):
-    """After an interrupted `_enqueue`: each batch either reached its queue (it is
-    cancelled, and run at once if this eval started its stream) or did not (its nodes
-    are unscheduled again)."""
-    for st, b in batches.items():
-        with st.lock:
-            queued = any(q is b for q in st.queue)
-            if queued:
-                st.issued = max(st.issued, b.last)
-                if st not in started and not st.active:
-                    started.append(st)
-                st.active = True
-        if queued:
-            b.cancel = _why(exc)
-        else:
-            for n in b.nodes:
-                n.seq = 0
-    _cancel(batches, started, (), None, exc)
+def _started(batches):
+    return [st for st, b in batches.items() if b.starts]
 
 
 def _why(exc):
     return f"its evaluation was interrupted by {type(exc).__name__}"
 
 
-def _cancel(batches, started, handed, order, exc):
-    """The eval's thread was interrupted (Ctrl-C): every batch of the eval stops at its
-    next node, and those that this thread was to run (not `handed` to the pool) fail
-    their remaining nodes here, so their streams go on with the work queued after them.
+def _abandon(batches, per_state, handed, ran_here, exc):
+    """The eval's thread was interrupted (Ctrl-C) at any step of `dispatch`.
+
+    Nodes not queued yet are unscheduled again (a later eval runs them); every queued
+    batch stops at its next node, and those that this thread was to run (not `handed`
+    to the pool) fail their remaining nodes here, so their streams go on with the work
+    queued after them.  Each step can be run again from the start (`_shielded`).
     """
     why = _why(exc)
+    if per_state is not None:
+        for st, nodes in per_state.items():
+            b = batches.get(st)
+            if b is None or not b.queued:
+                for n in nodes:
+                    n.seq = 0
     for b in batches.values():
-        b.cancel = why
-    if order is not None:  # `_run_here` ran the batches from `order`
-        cancel_nodes(order, 0, why)
-    for st in started:
-        if st in handed:
-            continue
-        b = batches[st]
-        with st.lock:
-            mine = bool(st.queue) and st.queue[0] is b
-        if mine:
+        if b.queued:
+            b.cancel = why
+    if ran_here is not None:  # `_run_here` ran the batches from this list
+        cancel_nodes(ran_here, 0, why)
+    for st, b in batches.items():
+        if b.starts and st not in handed and not b.done:
             if b.nodes is not None:
                 cancel_nodes(b.nodes, b.pos, why)
             st.finish(b)
+    POOL.wake()  # the hand-offs done before the interrupt may not have woken a worker
 
 
 def _run_here(order, per_state):
@@ -251,9 +227,9 @@ def dispatch(outputs, blocking):
     """Order, queue and run (or hand to the pool) the work `outputs` need.
 
     An exception that is not an Exception (Ctrl-C's KeyboardInterrupt) can arrive at
-    any step: before the work is queued, the nodes become unscheduled again; after,
-    the eval is cancelled (`_cancel`): its arrays not computed yet raise a clear error
-    when read, and its streams stay usable.
+    any step: the nodes not queued yet become unscheduled again, the rest of the eval
+    is cancelled (`_abandon`): its arrays not computed yet raise a clear error when
+    read, and its streams stay usable.
     """
     order, pending = _order(outputs)
     if not order:
@@ -268,24 +244,25 @@ def dispatch(outputs, blocking):
     except BaseException:
         _shielded(_unmark, order)
         raise
-    batches, started = _enqueue(per_state, pending)
-    handed = []  # streams whose batches are the pool's to run
+    batches, handed, ran_here = {}, [], None  # what the clean-up after Ctrl-C reads
     try:
+        _enqueue(per_state, pending, batches)
+        started = _started(batches)
         if len(started) == len(per_state) and (work is None or here):
+            ran_here = order
             _run_here(order, per_state)
             return
         order = per_state = None  # the batches hold the nodes now, and drop each once run
         mine = None
         if blocking and started:
             mine = max(started, key=work.get) if work else started[0]
-        for st in started:
-            if st is not mine:
-                handed.append(st)
-                POOL.submit(st)
+        handed = [st for st in started if st is not mine]
+        POOL.jobs.extend(handed)  # right after the store: see the scheduler's note on Ctrl-C
+        POOL.wake()
         if mine is not None:
             drain(mine, blocking=True)
     except BaseException as exc:
-        _shielded(_cancel, batches, started, handed, order, exc)
+        _shielded(_abandon, batches, per_state, handed, ran_here, exc)
         raise
 
 

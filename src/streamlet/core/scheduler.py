@@ -8,6 +8,13 @@ producer's number: a timeline event.  Batches run either inline on the thread
 that called eval (small work, idle streams) or on a small shared pool of
 worker threads; a worker never blocks on another stream: it parks the batch
 and the producer's completion puts the stream back on the pool.
+
+Ctrl-C raises KeyboardInterrupt in the main thread, which may be running a
+stream; CPython raises it only after a call returns or at a backward jump,
+never between plain loads and stores.  So each hand-off of a stream to the pool
+is written as the stores that record it followed by the one C call that queues
+it (`POOL.jobs.append` or `extend`): it happens whole or not at all.  Waking the
+workers (`POOL.wake`) may be repeated, and the clean-up after Ctrl-C repeats it.
 """
 from __future__ import annotations
 
@@ -55,44 +62,64 @@ class StreamState:
         self.active = False  # some thread is running this stream's queue
         self.issued = 0  # number given to the last node put on this stream
         self.completed = 0  # number of the last node that finished (or failed)
-        self.waiters = []  # (number, callback): call once completed >= number
+        self.waiters = []  # (number, callback or StreamState to resume): once completed >= number
         self.sleepers = 0  # threads blocked in wait()
         self.errors = []  # StreamErrors not yet reported by eval or synchronize
         self.closed = False  # destroyed by clear_streams
 
     def _complete(self, seq):
-        """With the lock held: nodes up to `seq` are done; returns the callbacks to run."""
-        self.completed = seq
-        ready = ()
+        """With the lock held: nodes up to `seq` are done.  Streams parked on them go to
+        the pool at once; returns the callbacks to run once the lock is released.
+
+        Ctrl-C can stop the calling thread anywhere in here; run again, it does what was
+        left: each parked stream is handed to the pool exactly once.
+        """
+        calls = ()
         if self.waiters:
-            ready = [cb for n, cb in self.waiters if n <= seq]
-            self.waiters = [(n, cb) for n, cb in self.waiters if n > seq]
+            due = [w for w in self.waiters if w[0] <= seq]
+            if due:
+                keep = [w for w in self.waiters if w[0] > seq]
+                parked = [cb for n, cb in due if type(cb) is StreamState]
+                calls = [cb for n, cb in due if type(cb) is not StreamState]
+                if parked:
+                    calls.append(POOL.wake)
+                self.waiters = keep  # then the hand-off: no call in between
+                POOL.jobs.extend(parked)
+        if self.completed < seq:
+            self.completed = seq
         if self.sleepers:
             self.cond.notify_all()
-        return ready
+        return calls
 
     def advance(self, seq):
         """Mark every node up to `seq` finished; wake whoever waits for them."""
         with self.lock:
-            ready = self._complete(seq)
-        for cb in ready:
+            calls = self._complete(seq)
+        for cb in calls:
             cb()
 
     def finish(self, batch):
-        """The head batch is done: publish it, then stop or hand the rest to the pool."""
+        """The head batch is done: publish it, then stop or hand the rest to the pool.
+
+        Restartable: run again after Ctrl-C stopped it midway, it does what was left.
+        """
         with self.lock:
-            self.queue.popleft()
-            ready = self._complete(batch.last)
-            more = bool(self.queue)
-            if not more:
-                self.active = False
-        for cb in ready:
+            if self.queue and self.queue[0] is batch:
+                self.queue.popleft()
+            calls = self._complete(batch.last)
+            if not batch.done:
+                batch.done = True  # then the hand-off: no call in between
+                if self.queue:
+                    POOL.jobs.append(self)
+                else:
+                    self.active = False
+        POOL.wake()
+        for cb in calls:
             cb()
-        if more:
-            POOL.submit(self)
 
     def when_done(self, seq, callback) -> bool:
-        """Call `callback` once node `seq` finished; False (and no call) if it already has."""
+        """Call `callback` (or, given a StreamState, hand that stream to the pool) once
+        node `seq` finished; False (and no call) if it already has."""
         with self.lock:
             if self.completed >= seq:
                 return False
@@ -136,7 +163,8 @@ class StreamState:
 class Batch:
     """The nodes of one eval on one stream, in order, and the producers they wait for."""
 
-    __slots__ = ("nodes", "waits", "signals", "pos", "last", "cancel")
+    __slots__ = ("nodes", "waits", "signals", "pos", "last", "cancel", "queued", "starts",
+                 "done")
 
     def __init__(self, nodes, waits, signals, last):
         self.nodes = nodes
@@ -145,6 +173,9 @@ class Batch:
         self.pos = 0  # where a parked batch resumes
         self.last = last  # number of its last node
         self.cancel = None  # why to stop: the nodes not run yet then fail with this reason
+        self.queued = False  # in its stream's queue (or run from there already)
+        self.starts = False  # its stream was idle: the eval that queued it runs it
+        self.done = False  # finished: its stream has stopped or gone to the pool
 
 
 def cancel_nodes(nodes, start, why, state=None):
@@ -232,7 +263,7 @@ def run_batch(state, batch, blocking) -> bool:
                 pstate = producer.stream
                 if blocking:
                     pstate.wait(producer.seq)
-                elif pstate.when_done(producer.seq, lambda: POOL.submit(state)):
+                elif pstate.when_done(producer.seq, state):
                     return False
             if t:
                 TIMELINE.wait_end(nodes[i], t)
@@ -271,8 +302,8 @@ def drain(state, blocking=False):
             return
         with state.lock:
             state.queue.popleft()
-            ready = state._complete(batch.last)
-        for cb in ready:
+            calls = state._complete(batch.last)
+        for cb in calls:
             cb()
 
 
@@ -289,13 +320,23 @@ class _Pool:
         self.stopping = False
 
     def submit(self, state):
+        self.jobs.append(state)
+        self.wake()
+
+    def wake(self):
+        """Make sure queued jobs have workers: notify idle ones, start more if needed.
+
+        Jobs are queued without the lock (see the module's note on Ctrl-C); this can be
+        called any number of times after, as that clean-up does.
+        """
+        if not self.jobs:
+            return
         with self.lock:
-            self.jobs.append(state)
-            self.cond.notify()
+            waiting = len(self.jobs)
+            self.cond.notify(waiting)
             # once stopping, workers leave instead of waiting: work submitted then gets one
-            if len(self.jobs) > self.idle and (self.stopping or len(self.threads) < self.size):
-                if self.stopping:
-                    self.threads = [t for t in self.threads if t.is_alive()]
+            if waiting > self.idle and (self.stopping or len(self.threads) < self.size):
+                self.threads = [t for t in self.threads if t.is_alive()]  # and never started
                 t = threading.Thread(target=self._work, name="streamlet-worker", daemon=True)
                 self.threads.append(t)
                 t.start()
