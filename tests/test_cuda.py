@@ -3,6 +3,7 @@
 Everything here needs CuPy and a CUDA GPU; CI has neither, so the module skips there.
 """
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -387,3 +388,84 @@ def test_random_is_the_same_on_every_gpu():
     a = np.array(mx.random.uniform(shape=(999,), key=k, stream=mx.Device(G, 0)))
     b = np.array(mx.random.uniform(shape=(999,), key=k, stream=mx.Device(G, 1)))
     np.testing.assert_array_equal(a, b)
+
+
+# -- no host round trip while a stream runs (issue 13) ---------------------------------------
+_SPIN = r"""
+extern "C" __global__ void spin(long long ns) {
+  long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+"""
+
+NO_HOST_READ = {
+    "uniform": lambda a: mx.random.uniform(shape=(1000,), key=a.key),
+    "normal": lambda a: mx.random.normal((1000,), key=a.key),
+    "gumbel": lambda a: mx.random.gumbel((1000,), key=a.key),
+    "categorical": lambda a: mx.random.categorical(a.x, key=a.key),
+    "permutation": lambda a: mx.random.permutation(1000, key=a.key),
+    "randint": lambda a: mx.random.randint(0, 9, (1000,), key=a.key),
+    "bernoulli": lambda a: mx.random.bernoulli(0.3, (1000,), key=a.key),
+    "truncated_normal": lambda a: mx.random.truncated_normal(-1, 1, (1000,), key=a.key),
+    "laplace": lambda a: mx.random.laplace((1000,), key=a.key),
+    "split": lambda a: mx.random.split(a.key, 3),
+    "slice": lambda a: mx.slice(a.x, a.starts, (0, 1), (2, 3)),
+    "slice_update": lambda a: mx.slice_update(a.x, a.ones, a.starts, (0, 1)),
+    "segmented_mm": lambda a: mx.segmented_mm(a.x, a.x.T, a.segments),
+    "take": lambda a: mx.take(a.x, a.index, axis=1),
+    "array from the host": lambda a: mx.array(np.arange(10)) + 1,
+}
+
+
+def _busy(s, seconds):
+    """Queue `seconds` of device work on the CUDA stream of streamlet stream `s`."""
+    from streamlet.backend import cuda
+    h = cuda.handle(s._state)
+    with h.device, h.stream:
+        cp.RawKernel(_SPIN, "spin")((1,), (1,), (np.int64(seconds * 1e9),))
+
+
+@pytest.mark.parametrize("name", list(NO_HOST_READ))
+def test_running_an_op_does_not_wait_for_the_device(name, monkeypatch):
+    """The op's kernel runs while the stream is still busy with 0.5 s of earlier work: had
+    it read a key, start or bound on the host, it would have waited for that work."""
+    from types import SimpleNamespace
+
+    from streamlet.backend import cuda
+    s = mx.new_stream(G)
+    with mx.stream(s):
+        a = SimpleNamespace(key=mx.random.key(3), starts=mx.array([1, 2]), ones=mx.ones((2, 3)),
+                            x=mx.array(RNG.standard_normal((4, 8)).astype(np.float32)),
+                            segments=mx.array([[0, 3], [3, 8]]), index=mx.array([0, 3, 1]))
+        mx.eval(*vars(a).values())
+        want = np.array(NO_HOST_READ[name](a))  # compiles its kernels: not timed
+        spent = []
+        real = cuda.execute
+
+        def timed(node, args):
+            start = time.perf_counter()
+            try:
+                return real(node, args)
+            finally:
+                spent.append(time.perf_counter() - start)
+        monkeypatch.setattr(cuda, "execute", timed)
+        _busy(s, 0.5)
+        y = NO_HOST_READ[name](a)
+        mx.eval(y)  # its end waits for the device, as MLX's eval does; its kernels must not
+        assert spent and sum(spent) < 0.25, f"{name}: its kernels took {sum(spent):.2f} s"
+        np.testing.assert_array_equal(np.array(y), want)
+
+
+def test_async_eval_returns_while_the_device_is_busy():
+    s = mx.new_stream(G)
+    with mx.stream(s):
+        x = mx.arange(16)
+        mx.eval(x)
+        _busy(s, 0.5)
+        start = time.perf_counter()
+        y = x * 2 + 1
+        mx.async_eval(y)
+        issued = time.perf_counter() - start
+        assert issued < 0.25, f"async_eval took {issued:.2f} s"
+        assert y.tolist() == list(range(1, 33, 2))

@@ -2,6 +2,7 @@
 import gc
 import importlib
 import os
+import time
 import weakref
 
 import numpy as np
@@ -121,7 +122,11 @@ def test_async_eval_releases_nodes_too():
     del inter
     mx.async_eval(out)
     out.item()
-    gc.collect()
+    mx.synchronize()
+    deadline = time.monotonic() + 5  # a GPU stream's worker lets go as its batch ends
+    while ref() is not None and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.01)
     assert ref() is None
 
 

@@ -485,6 +485,7 @@ def _flush(h):
                     except Exception as exc:
                         owner = {id(n.data): n for n in nodes}
                         _poison([owner[id(r)] for r in plan.roots], exc)
+            nodes = lazies = plan = None  # not kept alive while the device is waited for
         if h.hold:
             hold, h.hold = h.hold, []
             _retain(h, hold)

@@ -18,8 +18,10 @@ import ml_dtypes
 import numpy as np
 
 from ..core.ops import special
+from ..core.ops import threefry as tf
 
 WORDS, UNIT, ERFINV_UNIT, NORMAL = 0, 1, 2, 3
+MODES = {tf.WORDS: WORDS, tf.UNIT: UNIT, tf.ERFINV_UNIT: ERFINV_UNIT}  # the CPU's transforms
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
@@ -154,8 +156,9 @@ def _kernel(mode):
     return mod.get_function(_NAMES[mode])
 
 
-def fill(keys, n, mode, upper=1.0):
+def fill(keys, n, mode, upper=None):
     """(number of keys, n) values from each key's words, on the current stream."""
+    upper = 1.0 if upper is None else upper
     keys = cp.ascontiguousarray(keys.reshape(-1, 2).astype(cp.uint32, copy=False))
     nk = keys.shape[0]
     out = cp.empty((nk, n), cp.uint32 if mode == WORDS else cp.float32)
@@ -172,11 +175,6 @@ def bits(xp, keys, nbytes, npdtype, shape):
     n = (nbytes + 3) // 4
     raw = fill(keys, n, WORDS).view(cp.uint8)[:, :nbytes].reshape(-1)
     return raw.view(npdtype).reshape(keys.shape[:-1] + tuple(shape))
-
-
-def uniform(xp, k, upper, npdtype, shape):
-    u = fill(k, math.prod(shape), UNIT, upper).reshape(shape)
-    return u.astype(npdtype, copy=False)
 
 
 def _round_bf16(x):
@@ -218,4 +216,4 @@ def gumbel(xp, k, upper, npdtype, shape):
 
 
 normal.bf16_params = gumbel.bf16_params = True
-OVERRIDES = {"random_bits": bits, "uniform": uniform, "normal": normal, "gumbel": gumbel}
+OVERRIDES = {"random_bits": bits, "normal": normal, "gumbel": gumbel}

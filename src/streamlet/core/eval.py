@@ -275,12 +275,13 @@ def _work(st, nodes):
 def _runs_here(work, blocking, pending):
     """Small work, or one large stream the caller would only wait for anyway.
 
-    async_eval runs small work here only if nothing it needs is still running elsewhere.
+    async_eval runs small work here only if nothing it needs is still running elsewhere,
+    and never GPU work: the end of a GPU stream's batch waits for the device.
     """
     big = sum(w >= SMALL_WORK for w in work.values())
     if blocking:
         return big <= 1
-    if big:
+    if big or any(st.gpu for st in work):
         return False
     return not pending
 

@@ -190,9 +190,18 @@ def _bits_kernel(xp, keys, nbytes, npdtype, shape):
     return raw.view(npdtype).reshape(keys.shape[:-1] + shape)
 
 
+def _fill(xp, k, n, transform=tf.WORDS, param=None):
+    """`n` values from the key `k` (an array of two words), in MLX's order.  A GPU's key
+    stays there: reading it on the host would wait for everything queued before."""
+    if xp is np:
+        return tf.fill(np, k.tolist(), n, transform, param)
+    from ..backend import cuda_random
+    return cuda_random.fill(k, n, cuda_random.MODES[transform], param)[0]
+
+
 def _unit_kernel(xp, k, upper, npdtype, shape):
     """MLX's uniform on [0, 1) of `npdtype` (before low/high are applied)."""
-    u = tf.fill(xp, k.tolist(), math.prod(shape), tf.UNIT, upper)
+    u = _fill(xp, k, math.prod(shape), tf.UNIT, upper)
     return u.astype(npdtype, copy=False).reshape(shape)
 
 
@@ -201,8 +210,7 @@ def _normal_kernel(xp, k, npdtype, shape, mode):
 
     Mode "complex" views pairs as complex64 and does not scale them, as MLX does.
     """
-    e = tf.fill(xp, k.tolist(), math.prod(shape) * (2 if mode == "complex" else 1),
-                tf.ERFINV_UNIT)
+    e = _fill(xp, k, math.prod(shape) * (2 if mode == "complex" else 1), tf.ERFINV_UNIT)
     if mode == "complex":
         return e.view(np.complex64).reshape(shape)
     e = e.astype(npdtype, copy=False)
@@ -227,7 +235,7 @@ def _gumbel_kernel(xp, k, upper, npdtype, shape):
 
 
 def _permutation_kernel(xp, k, n):
-    w = tf.fill(xp, k.tolist(), n)
+    w = _fill(xp, k, n)
     return xp.argsort(w, kind="stable").astype(np.uint32)
 
 

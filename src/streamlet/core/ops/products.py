@@ -419,6 +419,11 @@ def gather_mm(a, b_, /, lhs_indices=None, rhs_indices=None, *, sorted_indices=Fa
 
 
 def _segmented_mm(xp, x, y, segments, dtype):
+    if xp is not np:  # masks built on the device: its segments read here would wait for it
+        seg = segments.reshape(-1, 1, 2)
+        k = xp.arange(x.shape[-1])
+        mask = ((k >= seg[..., 0]) & (k < seg[..., 1])).astype(dtype)
+        return xp.matmul(b.cast(x, dtype) * mask[:, None, :], b.cast(y, dtype))
     segs = segments.reshape(-1, 2).tolist()
     out = xp.empty((len(segs), x.shape[-2], y.shape[-1]), dtype)
     for i, (lo, hi) in enumerate(segs):  # one matmul per segment, not per element

@@ -59,7 +59,7 @@ def logf_glibc(xp, x):
     x = x.astype(np.float32, copy=False)
     ix = x.view(np.uint32)
     normal = (ix - np.uint32(0x00800000)) < np.uint32(0x7F000000)
-    if not bool(normal.all()):
+    if xp is not np or not normal.all():  # a device's flags read here would wait for it
         sub = (ix > 0) & (ix < np.uint32(0x00800000))
         ok = normal | sub
         with np.errstate(all="ignore"):  # log(0) = -inf, log(-1) = nan; big lanes unused
@@ -90,7 +90,7 @@ def erfinv_f32(xp, a):
     a64 = a.astype(np.float64)
     t = logf_glibc(xp, (1.0 - a64 * a64).astype(np.float32))
     tail = xp.abs(t) > np.float32(6.125)
-    if bool(tail.any()):
+    if xp is not np or tail.any():  # a device's flags read here would wait for it
         p = xp.where(tail, _horner_f32(xp, _ERFINV_TAIL, t), _horner_f32(xp, _ERFINV_CORE, t))
     else:
         p = _horner_f32(xp, _ERFINV_CORE, t)

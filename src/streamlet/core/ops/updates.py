@@ -12,7 +12,7 @@ import numpy as np
 
 from . import build as b
 from . import rules
-from .indexing import _int_indices, along_axis_shape, fill_index, parse_index
+from .indexing import _int_indices, along_axis_shape, fill_index, parse_index, window
 
 _pyslice = builtins.slice
 
@@ -365,6 +365,9 @@ def put_along_axis(a, /, indices, values, axis=None, *, stream=None):
 
 def _slice_update(xp, a, update, starts, axes):
     out = a.copy()
+    if xp is not np:
+        out[window(xp, a.shape, starts, axes, update.shape)] = update
+        return out
     index = [_pyslice(0, n) for n in update.shape]
     for ax, start in zip(axes, starts.tolist()):
         n = update.shape[ax]
