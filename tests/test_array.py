@@ -432,7 +432,7 @@ def test_getitem_errors():
         a[1.0]
     with pytest.raises((TypeError, ValueError)):
         a["x"]
-    bad = mx.take(a, mx.array([7]), stream=mx.cpu)  # checked when run on the CPU only
+    bad = mx.take(a, mx.array([7]))  # checked when it runs, on any device
     with pytest.raises(RuntimeError, match="out of bounds"):
         bad.tolist()
 

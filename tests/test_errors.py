@@ -171,3 +171,78 @@ def test_partial_batch_in_one_eval_keeps_good_outputs():
         xs[0].tolist()
     for i in (1, 2, 3):
         np.testing.assert_allclose(np.array(xs[i]), [[1.0 / i, 0.0], [0.0, 1.0]], rtol=1e-6)
+
+
+# -- indices out of bounds: raised on every device (on a GPU, read from a device flag) -------
+def _put(x, i):
+    y = mx.array(x)
+    y[i] = 5.0
+    return y
+
+
+OUT_OF_BOUNDS = {
+    "getitem": lambda x, i: x[i],
+    "getitem_axis_1": lambda x, i: x[:, i],
+    "getitem_after_ellipsis": lambda x, i: x[..., i],
+    "take": lambda x, i: mx.take(x, i, axis=0),
+    "take_flat": lambda x, i: mx.take(x, i * 4),
+    "take_along_axis": lambda x, i: mx.take_along_axis(x, i.reshape(-1, 1), axis=0),
+    "at_add": lambda x, i: x.at[i].add(1.0),
+    "setitem": _put,
+    "put_along_axis": lambda x, i: mx.put_along_axis(x, i.reshape(-1, 1), mx.ones((1, 1)),
+                                                     axis=0),
+}
+X = np.arange(16, dtype=np.float32).reshape(4, 4)
+
+
+@pytest.mark.parametrize("op", list(OUT_OF_BOUNDS))
+@pytest.mark.parametrize("index", [[0, 4], [1, -5], [7]], ids=str)
+def test_index_out_of_bounds_fails_the_op_and_what_is_built_on_it(op, index):
+    x = mx.array(X)
+    bad = OUT_OF_BOUNDS[op](x, mx.array(index))
+    derived = mx.sum(bad * 2)
+    with pytest.raises(RuntimeError, match="(?i)out of bounds"):
+        mx.eval(derived)
+    for read in (lambda: bad.tolist(), lambda: derived.item(), lambda: np.array(bad)):
+        with pytest.raises(RuntimeError, match="(?i)out of bounds"):
+            read()
+    mx.synchronize()  # reported by the eval already; the stream goes on
+    assert (x + 1).tolist() == (X + 1).tolist()
+
+
+@pytest.mark.parametrize("op", list(OUT_OF_BOUNDS))
+@pytest.mark.parametrize("dtype", [mx.int32, mx.uint32, mx.int64], ids=str)
+def test_indices_in_bounds_negative_ones_included_give_numpys_values(op, dtype):
+    index = [3, 0, 1] if dtype == mx.uint32 else [3, -4, -1]
+    got = OUT_OF_BOUNDS[op](mx.array(X), mx.array(index, dtype=dtype))
+    mx.eval(got)  # no error: every index is in [-n, n)
+    i = np.array(index)
+    want = {"getitem": lambda: X[i], "getitem_axis_1": lambda: X[:, i],
+            "getitem_after_ellipsis": lambda: X[..., i], "take": lambda: X[i],
+            "take_flat": lambda: X.reshape(-1)[i * 4],
+            "take_along_axis": lambda: np.take_along_axis(X, i[:, None], axis=0)}
+    if op in want:
+        np.testing.assert_array_equal(np.array(got), want[op]())
+
+
+def test_an_index_out_of_bounds_reaches_consumers_on_other_streams_and_devices():
+    s1, s2 = mx.new_stream(mx.default_device()), mx.new_stream(mx.default_device())
+    bad = mx.take(mx.array(X), mx.array([9]), axis=0, stream=s1)
+    other = mx.multiply(bad, 2, stream=s2)
+    on_cpu = mx.add(bad, 1, stream=mx.cpu)
+    for a in (other, on_cpu):
+        with pytest.raises(RuntimeError, match="(?i)out of bounds"):
+            mx.eval(a)
+
+
+def test_an_index_out_of_bounds_after_async_eval_raises_at_the_read_or_synchronize():
+    bad = mx.take(mx.array(X), mx.array([0, 9]), axis=0) + 1
+    mx.async_eval(bad)
+    with pytest.raises(RuntimeError, match="(?i)out of bounds"):
+        bad.tolist()
+    mx.synchronize()  # the read reported it
+    s = mx.new_stream(mx.default_device())
+    mx.async_eval(mx.take(mx.array(X), mx.array([9]), axis=1, stream=s))
+    with pytest.raises(RuntimeError, match="(?i)out of bounds"):
+        mx.synchronize(s)  # nothing read it: the stream's synchronize reports it, once
+    mx.synchronize(s)

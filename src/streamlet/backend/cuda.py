@@ -37,7 +37,8 @@ MLX.  `async_eval` does the same on a worker thread.
 
 Failures.  Out of memory surfaces as RuntimeError naming the op and the bytes;
 the pool's cached blocks are released so the process stays usable.  CUDA errors
-met at synchronize become RuntimeError.
+met at synchronize become RuntimeError.  Indices out of bounds are flagged on the
+device and read when the stream has run that far (`cuda_checks`).
 
 bfloat16.  CuPy has no bfloat16: such arrays live on the GPU as their uint16
 bit patterns (`BF16`); ops on them compute in float32 and round to nearest even
@@ -61,6 +62,7 @@ import numpy as np
 from cupy.cuda import runtime
 
 from ..core.memory import apply_cache_limit
+from . import cuda_checks as checks
 from . import cuda_fuse as fuse
 from .cuda_fuse import CTYPE, Lazy
 
@@ -124,7 +126,7 @@ class Handle:
     """The CUDA side of one GPU stream."""
 
     __slots__ = ("index", "device", "stream", "ptr", "lock", "pending", "hold", "retained",
-                 "armed", "epoch", "flush", "fault", "__weakref__")
+                 "armed", "epoch", "flush", "fault", "watched", "__weakref__")
 
     def __init__(self, state):
         self.index = state.stream.device.index
@@ -139,6 +141,7 @@ class Handle:
         self.armed = 0  # the stream number a flush is already registered for
         self.epoch = 1  # counts flushes; a Lazy of an older one is computed before reuse
         self.fault = None  # a CUDA error met by a flush on the timeline, for synchronize
+        self.watched = []  # nodes with index checks not read yet (cuda_checks)
         ref = weakref.ref(self)
         self.flush = lambda: _flush_quietly(ref())
 
@@ -172,6 +175,7 @@ def execute(node, args):
     state = node.stream
     h = state.native or handle(state)
     _arm(state, h)
+    checks.inherit(node, h)
     prim = node.prim
     if prim.name in fuse.FUSABLE:
         lz = _defer(node, args, h)
@@ -200,6 +204,8 @@ def execute(node, args):
                     out = _NOT_COVERED
             if out is _NOT_COVERED:
                 out = _call(prim.gpu or prim.kernel, dev_args, params, own_params)
+            if prim.bounds is not None:
+                checks.watch(node, prim.bounds(*dev_args, **own_params), h)
             if not prim.multi:  # a multi-output primitive's box stays a host object array
                 if isinstance(out, (np.ndarray, np.generic, int, float, complex)):
                     out = cp.asarray(out)
@@ -490,6 +496,8 @@ def _flush(h):
             hold, h.hold = h.hold, []
             _retain(h, hold)
     h.stream.synchronize()
+    if h.watched:
+        checks.settle_watched(h)
 
 
 def _flush_quietly(h):
@@ -515,6 +523,9 @@ def _poison(arrays, exc):
 
 
 # -- the rest of the backend interface ------------------------------------------------------------
+
+settle = checks.settle_one
+
 
 def import_from(node):
     """A CPU-stream result read by a GPU op: handed over as a host array, copied in execute."""

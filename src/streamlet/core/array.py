@@ -204,6 +204,9 @@ def wait(n) -> None:
             from .eval import dispatch
             dispatch([n], blocking=True)
         n.stream.wait(n.seq)
+    st = n.stream
+    if st is not None and st.gpu:
+        st.backend.settle(n)  # its index checks, if not read yet
     if n.error is not None:
         raise_error(n)
     if n.data is None:

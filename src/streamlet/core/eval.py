@@ -314,6 +314,9 @@ def eval(*args) -> None:
     for n in outputs:
         if n.prim is not None:
             n.stream.wait(n.seq)
+        st = n.stream
+        if st is not None and st.gpu:
+            st.backend.settle(n)  # its index checks, if not read yet
         if n.error is not None:
             raise_error(n)
 

@@ -32,15 +32,19 @@ class Primitive:
     `shape(params, *input_shapes)` gives `(output shape, params)` for inputs of other
     shapes (what a `shapeless` compiled function replays with); it raises ValueError
     when the op cannot take them.
+
+    `bounds(*inputs, **params)`, for an op indexing with array inputs: its (index array,
+    size of the axis it indexes) pairs.  NumPy raises for an index out of bounds; a GPU
+    backend checks them on the device (`backend.cuda_checks`).
     """
 
-    __slots__ = ("name", "kernel", "gpu", "vjp", "jvp", "vmap", "multi", "shape")
+    __slots__ = ("name", "kernel", "gpu", "vjp", "jvp", "vmap", "multi", "shape", "bounds")
 
     def __init__(self, name, kernel, gpu=None, vjp=None, jvp=None, vmap=None, multi=False,
-                 shape=None):
+                 shape=None, bounds=None):
         self.name, self.kernel, self.gpu = name, kernel, gpu
         self.vjp, self.jvp, self.vmap, self.multi = vjp, jvp, vmap, multi
-        self.shape = shape
+        self.shape, self.bounds = shape, bounds
 
     def __repr__(self):
         return f"Primitive({self.name})"

@@ -216,10 +216,12 @@ def run_node(node, state):
     backend = state.backend
     args = []
     for a in node.inputs:
+        st = a.stream
+        if st is not None and st.backend is not backend:
+            st.backend.settle(a)  # a GPU's index checks are read before its data crosses
         if a.error is not None:
             node.error = a.error
             break
-        st = a.stream
         args.append(a.data if st is None or st.backend is backend else backend.import_from(a))
     else:
         try:

@@ -65,6 +65,20 @@ def _getitem_vmap(axes, out, x, *arrays, index):
     return batched, len(b.broadcast_shapes(*[a._shape for a in arrays]))
 
 
+def slot_bounds(a, arrays, index):
+    """(index array, size of the axis it indexes) for each array input of `index` on `a`."""
+    consumed = sum(1 for s in index if s is not None and s is not Ellipsis)
+    ax, pairs = 0, []
+    for s in index:
+        if s is Ellipsis:
+            ax += a.ndim - consumed
+        elif s is not None:
+            if type(s) is _Slot:
+                pairs.append((arrays[s.i], a.shape[ax]))
+            ax += 1
+    return pairs
+
+
 def _gather_shape(params, shape, *index_shapes):
     probe = fill_index(params["index"], [np.zeros(s_, np.intp) for s_ in index_shapes])
     return _dummy(shape)[probe].shape, params
@@ -83,6 +97,7 @@ def _take_along_shape(params, shape, index_shape):
 
 
 _GETITEM = b.make("getitem", _gather, vjp=_getitem_vjp, shape=_gather_shape,
+                  bounds=lambda a, *arrays, index: slot_bounds(a, arrays, index),
                   jvp=lambda t, out, x, *arrays, index: getitem(t[0], fill_index(index, arrays)),
                   vmap=_getitem_vmap)
 
@@ -158,6 +173,7 @@ def _take_vmap(axes, out, x, indices, axis):
 
 
 _TAKE = b.make("take", _take, shape=_take_shape,
+               bounds=lambda a, i, axis: [(i, a.size if axis is None else a.shape[axis])],
                vjp=lambda c, out, x, i, axis: (
                    lambda: _scatter_add(c, x, (_pyslice(None),) * axis + (i,)),
                    no_index_grad("gather")),
@@ -229,6 +245,7 @@ def _take_along_vmap(axes, out, x, indices, axis, shape):
 
 
 _TAKE_ALONG = b.make("take_along_axis", _take_along, vjp=_take_along_vjp,
+                     bounds=lambda a, i, axis, shape: [(i, a.shape[axis])],
                      shape=_take_along_shape,
                      jvp=lambda t, out, x, i, axis, shape: take_along_axis(t[0], i, axis),
                      vmap=_take_along_vmap)

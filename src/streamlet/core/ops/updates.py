@@ -12,7 +12,8 @@ import numpy as np
 
 from . import build as b
 from . import rules
-from .indexing import _int_indices, along_axis_shape, fill_index, parse_index, window
+from .indexing import _int_indices, along_axis_shape, fill_index, parse_index, slot_bounds, \
+    window
 
 _pyslice = builtins.slice
 
@@ -108,6 +109,7 @@ def _scatter_jvp(t, out, a, value, *arrays, index, mode):
 
 
 _SCATTER = b.make("scatter", _scatter, vjp=_scatter_vjp, jvp=_scatter_jvp,
+                  bounds=lambda a, value, *arrays, index, mode: slot_bounds(a, arrays, index),
                   shape=rules.same_shape)
 
 
@@ -343,7 +345,8 @@ def _put_along_jvp(t, out, a, indices, values, axis, shape):
     return put_along_axis(ta, indices, tv, axis)
 
 
-_PUT_ALONG = b.make("put_along_axis", _put_along, vjp=_put_along_vjp, jvp=_put_along_jvp)
+_PUT_ALONG = b.make("put_along_axis", _put_along, vjp=_put_along_vjp, jvp=_put_along_jvp,
+                    bounds=lambda a, i, values, axis, shape: [(i, a.shape[axis])])
 
 
 def put_along_axis(a, /, indices, values, axis=None, *, stream=None):
