@@ -469,3 +469,35 @@ def test_async_eval_returns_while_the_device_is_busy():
         issued = time.perf_counter() - start
         assert issued < 0.25, f"async_eval took {issued:.2f} s"
         assert y.tolist() == list(range(1, 33, 2))
+
+
+def test_a_cuda_error_met_by_the_flush_surfaces_from_eval(monkeypatch):
+    """The flush at the end of an eval runs on the stream's timeline, which cannot raise:
+    the error it meets fails the eval's arrays, and is reported once."""
+    from streamlet.backend import cuda
+
+    def failing(h):
+        raise cp.cuda.runtime.CUDARuntimeError(700)  # cudaErrorIllegalAddress
+    s = mx.new_stream(G)
+    x = mx.arange(8, stream=s)
+    mx.eval(x)
+    monkeypatch.setattr(cuda.checks, "settle_watched", failing)
+    y = mx.take(x, mx.array([1, 2]), stream=s)  # an op whose flush reads checks
+    with pytest.raises(RuntimeError, match=r"\[eval\] CUDA error"):
+        mx.eval(y)
+    with pytest.raises(RuntimeError, match=r"\[eval\] CUDA error"):
+        y.tolist()
+    monkeypatch.undo()
+    mx.synchronize(s)  # reported by the eval already, and the flush works again
+    monkeypatch.setattr(cuda.checks, "settle_watched", failing)
+    w = mx.take(x, mx.array([3]), stream=s)
+    mx.async_eval(w)
+    with pytest.raises(RuntimeError, match=r"\[synchronize\] CUDA error"):
+        mx.synchronize(s)  # nothing read it: synchronize reports it
+    monkeypatch.undo()
+    try:  # the worker's own flush met the error too, if it ran after that synchronize's
+        mx.synchronize(s)
+    except RuntimeError as exc:
+        assert "CUDA error" in str(exc)
+    mx.synchronize(s)
+    assert (x + 1).tolist() == list(range(1, 9))

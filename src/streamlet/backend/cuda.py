@@ -140,7 +140,7 @@ class Handle:
         self.retained = []  # (event, objects): keep objects alive until the event completes
         self.armed = 0  # the stream number a flush is already registered for
         self.epoch = 1  # counts flushes; a Lazy of an older one is computed before reuse
-        self.fault = None  # a CUDA error met by a flush on the timeline, for synchronize
+        self.fault = None  # a CUDA error met by a flush on the timeline (a StreamError)
         self.watched = []  # nodes with index checks not read yet (cuda_checks)
         ref = weakref.ref(self)
         self.flush = lambda: _flush_quietly(ref())
@@ -501,11 +501,16 @@ def _flush(h):
 
 
 def _flush_quietly(h):
-    """The flush run by the scheduler's timeline: it must not raise into the scheduler."""
+    """The flush run by the scheduler's timeline: it must not raise into the scheduler.
+
+    A CUDA error it meets fails the arrays of the stream read or evaluated until the
+    stream's synchronize (`settle`), and that synchronize reports it if nothing did."""
     try:
         _flush(h)
     except Exception as exc:
-        h.fault = exc
+        from ..core.scheduler import StreamError
+        h.fault = StreamError(f"[eval] CUDA error: {exc}")
+        h.fault.__cause__ = exc
 
 
 def _poison(arrays, exc):
@@ -524,7 +529,14 @@ def _poison(arrays, exc):
 
 # -- the rest of the backend interface ------------------------------------------------------------
 
-settle = checks.settle_one
+def settle(node):
+    """Before `node` is read, returned by eval or copied to the host for a CPU op: its
+    index checks, and a CUDA error met by the flush of its stream since the last
+    synchronize."""
+    checks.settle_one(node)
+    h = node.stream.native
+    if h is not None and h.fault is not None and node.error is None:
+        node.error = h.fault
 
 
 def import_from(node):
@@ -572,10 +584,11 @@ def synchronize(state):
     h = state.native
     if h is None:
         return
+    fault, h.fault = h.fault, None
+    if fault is not None and not fault.reported:
+        fault.reported = True
+        raise RuntimeError(str(fault).replace("[eval]", "[synchronize]", 1)) from fault
     try:
-        fault, h.fault = h.fault, None
-        if fault is not None:
-            raise fault
         _flush(h)
         with h.lock:
             r = h.retained
