@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.donation import donor
+
 xp = np
 
 
 def execute(node, args):
     params = node.params
-    out = node.prim.kernel(np, *args, **params) if params else node.prim.kernel(np, *args)
+    prim = node.prim
+    if prim.donate is not None:
+        d = donor(node, args)
+        if d is not None:
+            return prim.donate(*args, out=d)
+    out = prim.kernel(np, *args, **params) if params else prim.kernel(np, *args)
     # NumPy gives scalars for full reductions and scalar indexing; arrays are ndarrays
     return out if type(out) is np.ndarray else np.asarray(out)
 

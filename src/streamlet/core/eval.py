@@ -216,6 +216,7 @@ def _run_here(order, per_state):
         for inp in node.inputs:
             if inp.data is None and inp.error is None and inp.prim is not None:
                 inp.stream.wait(inp.seq)  # a producer of an earlier eval, still running
+        inp = None  # no hold on the last input while it runs (see core.donation)
         run_node(node, node.stream)
         order[i] = None
     del node

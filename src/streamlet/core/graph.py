@@ -36,15 +36,20 @@ class Primitive:
     `bounds(*inputs, **params)`, for an op indexing with array inputs: its (index array,
     size of the axis it indexes) pairs.  NumPy raises for an index out of bounds; a GPU
     backend checks them on the device (`backend.cuda_checks`).
+
+    `donate`, for an elementwise op without params: the NumPy ufunc computing it, which
+    the CPU backend calls with `out=` an input's buffer that nothing else can read again
+    (`core.donation`).
     """
 
-    __slots__ = ("name", "kernel", "gpu", "vjp", "jvp", "vmap", "multi", "shape", "bounds")
+    __slots__ = ("name", "kernel", "gpu", "vjp", "jvp", "vmap", "multi", "shape", "bounds",
+                 "donate")
 
     def __init__(self, name, kernel, gpu=None, vjp=None, jvp=None, vmap=None, multi=False,
-                 shape=None, bounds=None):
+                 shape=None, bounds=None, donate=None):
         self.name, self.kernel, self.gpu = name, kernel, gpu
         self.vjp, self.jvp, self.vmap, self.multi = vjp, jvp, vmap, multi
-        self.shape, self.bounds = shape, bounds
+        self.shape, self.bounds, self.donate = shape, bounds, donate
 
     def __repr__(self):
         return f"Primitive({self.name})"

@@ -16,6 +16,7 @@ import json
 import os
 import pathlib
 import struct
+import weakref
 import zipfile
 
 import numpy as np
@@ -144,31 +145,66 @@ def _from_numpy(data: np.ndarray) -> array:
     return array(data, dt.from_numpy(data.dtype))
 
 
+def _npy_dtype(descr):
+    """The array dtype of a `.npy` descr (bfloat16 is NumPy's 'V2'); complex128 refused."""
+    if descr.kind == "V" and descr.itemsize == 2:
+        return dt.bfloat16
+    if descr == np.complex128:
+        raise ValueError("[load] complex128 arrays are not supported; save complex64.")
+    return dt.from_numpy(descr.newbyteorder("="))
+
+
+def _read_npy(xp, file, offset, descr, fortran, shape, close):
+    """The data of an `.npy` file from `offset`, in C order and native byte order."""
+    count = 1
+    for n in shape:
+        count *= n
+    raw = np.empty(count, descr)
+    try:
+        file.seek(offset)
+        got = file.readinto(raw.view(np.uint8)) or 0
+    finally:
+        if close:
+            file.close()
+    if got < raw.nbytes:
+        raise RuntimeError(f"[load] The file ends after {got} of the array's {raw.nbytes} "
+                           f"bytes.")
+    data = raw.reshape(shape, order="F" if fortran else "C")
+    if descr.kind == "V":
+        data = data.view(dt.bfloat16.np)
+    elif not descr.isnative:
+        data = data.astype(descr.newbyteorder("="))
+    return np.ascontiguousarray(data)
+
+
 def _unreadable(xp, message):
     raise RuntimeError(message)
 
 
+_READ_NPY = ops_build.make("load", _read_npy)
 _UNREADABLE = ops_build.make("load", _unreadable)
 
 
-def _load_npy(f, stream):
-    """An `.npy` array; one whose data is cut short fails when it is evaluated, as MLX's
-    lazy load does (its shape and dtype come from the header)."""
-    start = f.tell()
+def _load_npy(f, stream, owned):
+    """An `.npy` array.  From a file opened here, read when evaluated, as MLX's lazy load
+    does (the header, read now, gives the shape and dtype; the file is kept open until
+    then); from a file object, read now.  Data cut short fails when evaluated."""
+    fmt = np.lib.format
+    version = fmt.read_magic(f)
+    header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+    shape, fortran, descr = header(f)
+    shape, d = tuple(shape), _npy_dtype(descr)
+    params = {"file": f, "offset": f.tell(), "descr": descr, "fortran": fortran,
+              "shape": shape, "close": owned}
+    if owned:
+        out = ops_build.node(_READ_NPY, (), shape, d, params, ops_build.resolve(stream))
+        weakref.finalize(out._node, f.close)  # never evaluated: closed quietly all the same
+        return out
     try:
-        data = np.load(f, allow_pickle=False)
-    except ValueError as exc:
-        f.seek(start)
-        fmt = np.lib.format
-        header = fmt.read_array_header_1_0 if fmt.read_magic(f) == (1, 0) else \
-            fmt.read_array_header_2_0
-        shape, _, descr = header(f)
-        data = np.empty(0, descr)
-        d = dt.bfloat16 if data.dtype.kind == "V" and data.itemsize == 2 else \
-            dt.from_numpy(data.dtype)
-        return ops_build.node(_UNREADABLE, (), tuple(shape), d,
-                              {"message": f"[load] {exc}"}, ops_build.resolve(stream))
-    return _from_numpy(data)
+        return array(_read_npy(np, **params), d)
+    except RuntimeError as exc:
+        return ops_build.node(_UNREADABLE, (), shape, d, {"message": str(exc)},
+                              ops_build.resolve(stream))
 
 
 def _load_safetensors(f):
@@ -214,12 +250,19 @@ def load(file, /, format=None, return_metadata=False, *, stream=None):
         return (arrays, meta) if return_metadata else arrays
     if return_metadata and fmt != "safetensors":
         raise ValueError(f"[load] metadata not supported for format {fmt}")
+    if fmt == "npy" and isinstance(file, (str, os.PathLike)):
+        f = _open(file, "rb").__enter__()  # kept open for the lazy read, which closes it
+        try:
+            return _load_npy(f, stream, owned=True)
+        except BaseException:
+            f.close()
+            raise
     with _open(file, "rb") as f:
         if fmt == "safetensors":
             arrays, metadata = _load_safetensors(f)
             return (arrays, metadata) if return_metadata else arrays
         if fmt == "npy":
-            return _load_npy(f, stream)
+            return _load_npy(f, stream, owned=False)
         try:
             with np.load(f, allow_pickle=False) as z:
                 return {k: _from_numpy(z[k]) for k in z.files}

@@ -224,6 +224,7 @@ def run_node(node, state):
             break
         args.append(a.data if st is None or st.backend is backend else backend.import_from(a))
     else:
+        a = None  # the loop's last input: no hold on it while the kernel runs (donation)
         try:
             data = node.data = backend.execute(node, args)
             if data.nbytes >= TRACK_BYTES:  # small buffers cost more to watch than to make

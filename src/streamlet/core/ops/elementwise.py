@@ -353,11 +353,20 @@ def _in_float32(fn):
     return kernel
 
 
+# The rows whose kernel is one NumPy ufunc: on the CPU they may write into a donated
+# input's buffer (`Primitive.donate`).
+_UFUNCS = {name: getattr(np, name) for name in (
+    "negative", "sqrt", "exp", "expm1", "log", "sin", "cos", "tan", "tanh", "arcsin",
+    "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "sinh", "cosh", "conj", "add",
+    "multiply", "minimum", "maximum", "arctan2", "bitwise_and", "bitwise_or",
+    "bitwise_xor")}
+_UFUNCS.update(abs=np.absolute, divide=np.true_divide)
+
 for _name, _row in UNARY.items():
     _fn = _row[0] if _name in _OWN_PRECISION else _in_float32(_row[0])
-    globals()[_name] = factory.unary(_name, _fn, *_row[1:])
+    globals()[_name] = factory.unary(_name, _fn, *_row[1:], ufunc=_UFUNCS.get(_name))
 for _name, _row in BINARY.items():
-    globals()[_name] = factory.binary(_name, *_row)
+    globals()[_name] = factory.binary(_name, *_row, ufunc=_UFUNCS.get(_name))
 for _name, _target in ALIASES.items():
     globals()[_name] = globals()[_target]
 

@@ -28,16 +28,17 @@ def _cast_binary(fn):
     return kernel
 
 
-def unary(name, fn, rule, refused, deriv):
+def unary(name, fn, rule, refused, deriv, ufunc=None):
     """`op(a, stream=None)` computing `fn(xp, a)`; `rule` maps the input dtype to the output's.
 
     Only `dt.to_inexact` changes the dtype the op computes in (integers become
     float32); other rules describe the output alone (abs of complex, predicates).
     `deriv(x, out)` is the derivative the transform rules use (`rules.from_derivative`).
+    `ufunc`, if given, computes what `fn` does (`Primitive.donate`).
     """
     transforms = dict(rules.from_derivative(deriv), vmap=rules.elementwise_vmap,
                       shape=rules.broadcast_shape)
-    direct = b.make(name, fn, **transforms)
+    direct = b.make(name, fn, donate=ufunc, **transforms)
     casting = b.make(name, _cast_unary(fn), **transforms)
     as_array, node, resolve = b.as_array, b.node, b.resolve
 
@@ -55,12 +56,13 @@ def unary(name, fn, rule, refused, deriv):
     return op
 
 
-def binary(name, fn, rule, refused, partials):
+def binary(name, fn, rule, refused, partials, ufunc=None):
     """`op(a, b, stream=None)` computing `fn(xp, x, y)` on inputs of their common dtype;
-    `partials` are its two partial derivatives (`rules.from_partials`)."""
+    `partials` are its two partial derivatives (`rules.from_partials`); `ufunc` as for
+    `unary`."""
     transforms = dict(rules.from_partials(*partials), vmap=rules.elementwise_vmap,
                       shape=rules.broadcast_shape)
-    direct = b.make(name, fn, **transforms)
+    direct = b.make(name, fn, donate=ufunc, **transforms)
     casting = b.make(name, _cast_binary(fn), **transforms)
     promote_pair, broadcast, node, resolve = b.promote_pair, b.broadcast_shapes, b.node, b.resolve
     known = {}  # common dtype -> (output dtype, compute dtype, params)
