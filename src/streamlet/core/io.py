@@ -238,7 +238,7 @@ def load(file, /, format=None, return_metadata=False, *, stream=None):
 
     With `return_metadata=True` (safetensors and gguf) the result is `(arrays, metadata)`.
     """
-    if stream is not None:  # the file is read now, here: the stream must be usable here
+    if stream is not None:  # the read (now, or when evaluated) runs there: usable from here
         check_usable(ops_build.resolve(stream))
     fmt = _format(file, format)
     if fmt not in _FORMATS:
