@@ -186,9 +186,9 @@ _UNREADABLE = ops_build.make("load", _unreadable)
 
 
 def _load_npy(f, stream, owned):
-    """An `.npy` array.  From a file opened here, read when evaluated, as MLX's lazy load
-    does (the header, read now, gives the shape and dtype; the file is kept open until
-    then); from a file object, read now.  Data cut short fails when evaluated."""
+    """An `.npy` array.  From a file opened here for a CPU stream, read when evaluated, as
+    MLX's lazy load does (the header, read now, gives the shape and dtype; the file is
+    kept open until then); else read now.  Data cut short fails when evaluated."""
     fmt = np.lib.format
     version = fmt.read_magic(f)
     header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
@@ -250,7 +250,8 @@ def load(file, /, format=None, return_metadata=False, *, stream=None):
         return (arrays, meta) if return_metadata else arrays
     if return_metadata and fmt != "safetensors":
         raise ValueError(f"[load] metadata not supported for format {fmt}")
-    if fmt == "npy" and isinstance(file, (str, os.PathLike)):
+    if fmt == "npy" and isinstance(file, (str, os.PathLike)) and \
+            not ops_build.resolve(stream).gpu:  # a GPU stream's load is read now, on the host
         f = _open(file, "rb").__enter__()  # kept open for the lazy read, which closes it
         try:
             return _load_npy(f, stream, owned=True)
