@@ -1,5 +1,6 @@
 """The scheduler across streams and threads (DESIGN §4, §5, §7)."""
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -283,3 +284,46 @@ def test_a_parked_batch_resumes_where_it_stopped_even_if_woken_at_once(monkeypat
     monkeypatch.setattr(scheduler, "run_node", lambda node, state: ran.append(node))
     assert scheduler.run_batch(parking, batch, blocking=False) is False
     assert len(ran) == 1 and resumed_at == [1]
+
+
+def test_a_batch_queued_on_a_busy_stream_waits_for_producers_queued_after_it():
+    """One eval's batches enter their queues one after another; one queued behind work
+    already running on its stream can start before the next is queued.  Its waits must
+    find its producers numbered by then (seen in the soak: a consumer read a producer
+    that had not run, "An input was never computed")."""
+    gate, started = threading.Event(), threading.Event()
+
+    def slow(xp, a):
+        started.set()
+        gate.wait(20)
+        return a
+    busy, other = mx.new_thread_unsafe_stream(mx.cpu), mx.new_thread_unsafe_stream(mx.cpu)
+    held = b.node(b.make("slow", slow), (mx.ones(BIG, stream=busy),), BIG, mx.float32,
+                  b.NO_PARAMS, busy._state)
+    mx.async_eval(held)
+    assert started.wait(10)
+    state = other._state
+
+    class Late:  # the producer's stream, entered late: the busy stream's work goes on
+        def __init__(self, lock):
+            self.lock = lock
+
+        def __enter__(self):
+            if not gate.is_set():
+                gate.set()
+                time.sleep(0.3)
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc):
+            return self.lock.__exit__(*exc)
+    real = state.lock
+    state.lock = Late(real)
+    try:
+        first = mx.exp(mx.zeros(BIG, stream=busy), stream=busy)  # the busy stream's first
+        produced = mx.sin(mx.ones(BIG, stream=other), stream=other)
+        consumer = mx.add(produced, 1.0, stream=busy)
+        mx.eval(first, consumer)
+    finally:
+        state.lock = real
+    np.testing.assert_allclose(np.array(consumer), np.sin(np.ones(BIG)) + 1, rtol=1e-6)
+    assert np.array(first)[0, 0] == 1.0

@@ -152,17 +152,31 @@ def _enqueue(per_state, pending, batches):
         b = batches.get(st)
         if b is not None:
             b.signals = {i for i, n in enumerate(b.nodes) if id(n) in marks}
-    with _enqueue_lock:
-        for st, b in batches.items():
-            with st.lock:
-                seq = st.issued
-                for n in b.nodes:
-                    seq += 1
-                    n.seq = seq
-                b.last = st.issued = seq
-                b.starts = not st.active  # idle until now: this eval must run the stream
-                b.queued = st.active = True  # then the hand-off: no call in between
-                st.queue.append(b)
+    with _enqueue_lock:  # the only place batches are queued: no other eval's come between
+        try:
+            for st, b in batches.items():  # every node numbered first: a batch queued below
+                with st.lock:              # can start at once, and its waits read them
+                    seq = st.issued
+                    for n in b.nodes:
+                        seq += 1
+                        n.seq = seq
+                    b.last = st.issued = seq
+            for st, b in batches.items():
+                _queue(st, b)
+        except BaseException:  # Ctrl-C: a numbered batch is queued all the same (cancelled
+            for st, b in batches.items():  # by the clean-up), so its stream has no gap
+                if b.last and not b.queued:
+                    _shielded(_queue, st, b)
+            raise
+
+
+def _queue(st, b):
+    with st.lock:
+        if b.queued:  # run again by `_shielded` after Ctrl-C came right after the append
+            return
+        b.starts = not st.active  # idle until now: this eval must run the stream
+        b.queued = st.active = True  # then the hand-off: no call in between
+        st.queue.append(b)
 
 
 def _started(batches):
@@ -176,7 +190,7 @@ def _why(exc):
 def _abandon(batches, per_state, handed, ran_here, exc):
     """The eval's thread was interrupted (Ctrl-C) at any step of `dispatch`.
 
-    Nodes not queued yet are unscheduled again (a later eval runs them); every queued
+    Nodes not numbered yet are unscheduled again (a later eval runs them); every queued
     batch stops at its next node, and those that this thread was to run (not `handed`
     to the pool) fail their remaining nodes here, so their streams go on with the work
     queued after them.  Each step can be run again from the start (`_shielded`).
