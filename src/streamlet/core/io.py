@@ -138,15 +138,13 @@ class _open:
 
 
 def _from_numpy(data: np.ndarray) -> array:
-    if data.dtype.kind == "V" and data.dtype.itemsize == 2:
-        data = data.view(dt.bfloat16.np)
-    if data.dtype == np.complex128:
-        raise ValueError("[load] complex128 arrays are not supported; save complex64.")
-    return array(data, dt.from_numpy(data.dtype))
+    d = _npy_dtype(data.dtype)
+    return array(data.view(d.np) if d is dt.bfloat16 else data, d)
 
 
 def _npy_dtype(descr):
-    """The array dtype of a `.npy` descr (bfloat16 is NumPy's 'V2'); complex128 refused."""
+    """The array dtype of a stored NumPy dtype (bfloat16 is NumPy's 'V2'); complex128
+    refused."""
     if descr.kind == "V" and descr.itemsize == 2:
         return dt.bfloat16
     if descr == np.complex128:

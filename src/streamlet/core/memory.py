@@ -152,9 +152,7 @@ def set_memory_limit(limit: int) -> int:
 def set_cache_limit(limit: int) -> int:
     """Set the cache limit (defaults to the memory limit); returns the previous one."""
     previous = _set("cache_limit", limit, "set_cache_limit")
-    pool = _cupy_pool()
-    if pool is not None:
-        _trim(pool)
+    apply_cache_limit()
     return previous
 
 
