@@ -402,6 +402,7 @@ CASES = [
 ]
 
 
+
 def _set(x, index, v):
     x[index] = v
     return x
@@ -490,6 +491,28 @@ def _loss_fn(case, weights):
             total = total + mx.sum(o * w)
         return total
     return loss
+
+
+# An elementwise op's derivative on the CPU is one fused node (`rules.Derivative`), whose
+# rules trace the derivative's formula: the vjp of each case of such an op, as a function
+# of the cotangent and the inputs, is checked as any case is (its gradient holds the op's
+# second derivative).
+FUSED_DERIVATIVE = {n for n, row in UNARY.items() if callable(row[3])} | {
+    n for n, row in BINARY.items() if any(callable(d) for d in row[3])} | {
+    "nan_to_num", "truncated_normal"}
+
+
+def _derivative_case(case):
+    with mx.stream(mx.cpu):  # at import, as in _unary_cases
+        out = _outputs(case.fn(*[mx.array(a, dtype=F64) for a in _inputs(case)[0]]))[0]
+
+    def vjp(c, *xs):
+        return mx.vjp(case.fn, list(xs), [c])[1]
+    return Case(f"{case.name}_vjp", vjp, out.shape, *case.specs, low=case.low,
+                vmap=case.vmap)
+
+
+CASES += [_derivative_case(c) for c in list(CASES) if c.name in FUSED_DERIVATIVE]
 
 
 def _value(loss, arrays):

@@ -260,13 +260,13 @@ NORMAL = b.make("normal", _normal_kernel)
 GUMBEL = b.make("gumbel", _gumbel_kernel)
 PERMUTATION = b.make("permutation", _permutation_kernel)
 TAKE = b.make("permutation_take", _take_kernel)
-def _erf_derivative(x, y):
-    return (2 / math.sqrt(math.pi)) * ew.exp(-ew.square(x))
+def _erf_derivative(m, x, y):
+    return (2 / math.sqrt(math.pi)) * m.exp(-m.square(x))
 
 
 # truncated_normal's bounds are differentiable, as MLX's (its CDF is an erf of them)
 ERF = b.make("truncated_normal_erf", _erf_kernel, vmap=rules.elementwise_vmap,
-             shape=rules.broadcast_shape, **rules.from_derivative(_erf_derivative))
+             shape=rules.broadcast_shape, **rules.from_derivative(_erf_derivative, "truncated_normal_erf"))
 LOG1P = b.make("laplace_log1p", lambda xp, a: log1pf_glibc(xp, a))  # MLX's CPU log1p
 SQRT_COV = b.make("multivariate_normal_sqrt_cov", _sqrt_cov_kernel)
 

@@ -11,11 +11,13 @@ over the same streams.  Nothing here is shared between threads but `TRACING`'s c
 """
 from __future__ import annotations
 
+import operator
+
 from . import trees
 from .array import array, node, wrap
 from .graph import TRACING, Node, Primitive
 from . import ops as _ops
-from .ops.build import SELECT, Parts, as_array, broadcast_shapes
+from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, as_array, broadcast_shapes
 from .ops.rules import same_shape
 from .stream import build_on, resolve, restore_build
 
@@ -59,8 +61,7 @@ def _tape(outputs, start, gradients=True):
     seen = set(start)
     found = []
     stack = [o for o in outputs if o.tracer and id(o) not in seen]
-    for o in stack:
-        seen.add(id(o))
+    seen.update(map(id, stack))
     while stack:
         n = stack.pop()
         found.append(n)
@@ -68,7 +69,7 @@ def _tape(outputs, start, gradients=True):
             if i.tracer and id(i) not in seen:
                 seen.add(id(i))
                 stack.append(i)
-    found.sort(key=_birth)
+    found.sort(key=_BIRTH)
     tape = []
     for n in found:
         if gradients and n.prim is STOP_GRADIENT:
@@ -81,8 +82,7 @@ def _tape(outputs, start, gradients=True):
     return tape
 
 
-def _birth(n):
-    return n.birth
+_BIRTH = operator.attrgetter("birth")
 
 
 def _missing(n, rule):
@@ -139,7 +139,8 @@ def _accumulate(cot, i, r):
             for k, v in r.items():
                 prev[k] = v if prev.get(k) is None else _ops.add(prev[k], v)
         return
-    r = fit(r, i)
+    if r._shape != i.shape or r._dtype is not i.dtype:
+        r = fit(r, i)
     cot[id(i)] = r if prev is None else _ops.add(prev, r)
 
 
@@ -165,7 +166,7 @@ def vjp_nodes(outputs, primals, cotangents, wants):
             saved = saved or prev
             ins = n.inputs
             args = [wrap(i) for i in ins]
-            params = n.params or {}
+            params = n.params or _NO_PARAMS
             if n.prim.multi:
                 results = rule([c.get(k) for k in range(len(params["outs"]))], _results(n),
                                *args, **params)
@@ -174,7 +175,7 @@ def vjp_nodes(outputs, primals, cotangents, wants):
             for i, r in zip(ins, results):
                 if r is None or id(i) not in needs:
                     continue
-                if not isinstance(r, array) and callable(r):
+                if type(r) is not array and callable(r):
                     r = r()  # a thunk: built only for inputs whose gradient is wanted
                 if r is not None:
                     _accumulate(cot, i, r)

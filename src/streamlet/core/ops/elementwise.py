@@ -6,7 +6,9 @@ how the common input dtype becomes the output dtype.
 """
 from __future__ import annotations
 
+import functools
 import math
+import types
 
 import numpy as np
 
@@ -130,36 +132,33 @@ def _signed_inf(sign):
     return kernel
 
 
-def _conj_if(d, x):
-    """`d`, conjugated for complex `x` (abs: d|z| = Re(conj(sign z) dz))."""
-    return conj(d) if x._dtype.kind == "c" else d  # noqa: F821 (from the table)
-
-
-# name: (kernel(xp, a), output dtype rule, refused kinds, derivative(x, out) or ZERO)
+# name: (kernel(xp, a), output dtype rule, refused kinds, derivative): the derivative is
+# `d(m, x, out)` written against the namespace `m` of the table's ops (`GRAPH` builds
+# nodes, `kernels(xp)` computes), a number, or a marker of `rules`
 UNARY = {
-    "abs": (lambda xp, a: xp.abs(a), _abs_rule, "", lambda x, y: _conj_if(sign(x), x)),
-    "negative": (lambda xp, a: xp.negative(a), _same, "b", lambda x, y: -1),
+    "abs": (lambda xp, a: xp.abs(a), _abs_rule, "", lambda m, x, y: m.conj_if(m.sign(x), x)),
+    "negative": (lambda xp, a: xp.negative(a), _same, "b", -1),
     "sign": (_sign, _same, "", rules.ZERO),
-    "square": (_square, _same, "", lambda x, y: 2 * x),
-    "sqrt": (lambda xp, a: xp.sqrt(a), dt.to_inexact, "", lambda x, y: 0.5 / y),
-    "rsqrt": (_rsqrt, dt.to_inexact, "", lambda x, y: -0.5 * y / x),
-    "exp": (lambda xp, a: xp.exp(a), dt.to_inexact, "", lambda x, y: y),
-    "expm1": (lambda xp, a: xp.expm1(a), dt.to_inexact, "c", lambda x, y: y + 1),
-    "log": (lambda xp, a: xp.log(a), dt.to_inexact, "", lambda x, y: reciprocal(x)),
-    "log1p": (_log1p, dt.to_inexact, "", lambda x, y: reciprocal(x + 1)),
+    "square": (_square, _same, "", lambda m, x, y: 2 * x),
+    "sqrt": (lambda xp, a: xp.sqrt(a), dt.to_inexact, "", lambda m, x, y: 0.5 / y),
+    "rsqrt": (_rsqrt, dt.to_inexact, "", lambda m, x, y: -0.5 * y / x),
+    "exp": (lambda xp, a: xp.exp(a), dt.to_inexact, "", lambda m, x, y: y),
+    "expm1": (lambda xp, a: xp.expm1(a), dt.to_inexact, "c", lambda m, x, y: y + 1),
+    "log": (lambda xp, a: xp.log(a), dt.to_inexact, "", lambda m, x, y: m.reciprocal(x)),
+    "log1p": (_log1p, dt.to_inexact, "", lambda m, x, y: m.reciprocal(x + 1)),
     "log2": (_log_base("log2", 2), dt.to_inexact, "",
-              lambda x, y: reciprocal(x * math.log(2))),
+              lambda m, x, y: m.reciprocal(x * math.log(2))),
     "log10": (_log_base("log10", 10), dt.to_inexact, "",
-              lambda x, y: reciprocal(x * math.log(10))),
-    "sin": (lambda xp, a: xp.sin(a), dt.to_inexact, "", lambda x, y: cos(x)),
-    "cos": (lambda xp, a: xp.cos(a), dt.to_inexact, "", lambda x, y: -sin(x)),
-    "tan": (lambda xp, a: xp.tan(a), dt.to_inexact, "", lambda x, y: reciprocal(square(cos(x)))),
-    "tanh": (lambda xp, a: xp.tanh(a), dt.to_inexact, "", lambda x, y: 1 - square(y)),
-    "sigmoid": (_sigmoid, dt.to_inexact, "c", lambda x, y: y * (1 - y)),
+              lambda m, x, y: m.reciprocal(x * math.log(10))),
+    "sin": (lambda xp, a: xp.sin(a), dt.to_inexact, "", lambda m, x, y: m.cos(x)),
+    "cos": (lambda xp, a: xp.cos(a), dt.to_inexact, "", lambda m, x, y: -m.sin(x)),
+    "tan": (lambda xp, a: xp.tan(a), dt.to_inexact, "", lambda m, x, y: m.reciprocal(m.square(m.cos(x)))),
+    "tanh": (lambda xp, a: xp.tanh(a), dt.to_inexact, "", lambda m, x, y: 1 - m.square(y)),
+    "sigmoid": (_sigmoid, dt.to_inexact, "c", lambda m, x, y: y * (1 - y)),
     "erf": (erf_kernel, dt.to_inexact, "c",
-              lambda x, y: (2 / math.sqrt(math.pi)) * exp(-square(x))),
+              lambda m, x, y: (2 / math.sqrt(math.pi)) * m.exp(-m.square(x))),
     "erfinv": (erfinv_kernel, dt.to_inexact, "c",
-              lambda x, y: (math.sqrt(math.pi) / 2) * exp(square(y))),
+              lambda m, x, y: (math.sqrt(math.pi) / 2) * m.exp(m.square(y))),
     "floor": (_identity_for_ints(lambda xp, a: xp.floor(a)), _same, "c", rules.ZERO),
     "ceil": (_identity_for_ints(lambda xp, a: xp.ceil(a)), _same, "c", rules.ZERO),
     "isnan": (_isnan, _bool, "", rules.ZERO),
@@ -168,28 +167,28 @@ UNARY = {
     "logical_not": (lambda xp, a: a == 0 if a.dtype.kind == "c" else xp.logical_not(a), _bool,
                     "", rules.ZERO),
     "bitwise_invert": (_invert, _same, "fc", rules.ZERO),
-    "arcsin": (lambda xp, a: xp.arcsin(a), dt.to_inexact, "", lambda x, y: rsqrt(1 - square(x))),
-    "arccos": (lambda xp, a: xp.arccos(a), dt.to_inexact, "", lambda x, y: -rsqrt(1 - square(x))),
+    "arcsin": (lambda xp, a: xp.arcsin(a), dt.to_inexact, "", lambda m, x, y: m.rsqrt(1 - m.square(x))),
+    "arccos": (lambda xp, a: xp.arccos(a), dt.to_inexact, "", lambda m, x, y: -m.rsqrt(1 - m.square(x))),
     "arctan": (lambda xp, a: xp.arctan(a), dt.to_inexact, "",
-              lambda x, y: reciprocal(1 + square(x))),
+              lambda m, x, y: m.reciprocal(1 + m.square(x))),
     "arcsinh": (lambda xp, a: xp.arcsinh(a), dt.to_inexact, "",
-              lambda x, y: rsqrt(square(x) + 1)),
+              lambda m, x, y: m.rsqrt(m.square(x) + 1)),
     "arccosh": (lambda xp, a: xp.arccosh(a), dt.to_inexact, "",
-              lambda x, y: rsqrt(square(x) - 1)),
+              lambda m, x, y: m.rsqrt(m.square(x) - 1)),
     "arctanh": (lambda xp, a: xp.arctanh(a), dt.to_inexact, "",
-              lambda x, y: reciprocal(1 - square(x))),
-    "sinh": (lambda xp, a: xp.sinh(a), dt.to_inexact, "", lambda x, y: cosh(x)),
-    "cosh": (lambda xp, a: xp.cosh(a), dt.to_inexact, "", lambda x, y: sinh(x)),
-    "degrees": (_scaled(180 / math.pi), dt.to_inexact, "", lambda x, y: 180 / math.pi),
-    "radians": (_scaled(math.pi / 180), dt.to_inexact, "", lambda x, y: math.pi / 180),
-    "reciprocal": (_reciprocal, dt.to_inexact, "", lambda x, y: -square(y)),
+              lambda m, x, y: m.reciprocal(1 - m.square(x))),
+    "sinh": (lambda xp, a: xp.sinh(a), dt.to_inexact, "", lambda m, x, y: m.cosh(x)),
+    "cosh": (lambda xp, a: xp.cosh(a), dt.to_inexact, "", lambda m, x, y: m.sinh(x)),
+    "degrees": (_scaled(180 / math.pi), dt.to_inexact, "", 180 / math.pi),
+    "radians": (_scaled(math.pi / 180), dt.to_inexact, "", math.pi / 180),
+    "reciprocal": (_reciprocal, dt.to_inexact, "", lambda m, x, y: -m.square(y)),
     "conj": (lambda xp, a: xp.conj(a), _same, "", rules.CONJ),
-    "real": (lambda xp, a: xp.real(a), _abs_rule, "", lambda x, y: 1),
-    "imag": (_imag, _abs_rule, "", lambda x, y: -1j if x._dtype.kind == "c" else 0),
+    "real": (lambda xp, a: xp.real(a), _abs_rule, "", 1),
+    "imag": (_imag, _abs_rule, "", lambda m, x, y: -1j if m.kind(x) == "c" else 0),
     "isposinf": (_signed_inf(1), _bool, "", rules.ZERO),
     "isneginf": (_signed_inf(-1), _bool, "", rules.ZERO),
     "trunc": (_identity_for_ints(lambda xp, a: xp.trunc(a)), _same, "c", rules.ZERO),
-    "positive": (lambda xp, a: a, _same, "", lambda x, y: 1),
+    "positive": (lambda xp, a: a, _same, "", 1),
 }
 
 def _int_power(xp, x, y):
@@ -260,57 +259,49 @@ def _shift(fn):
     return kernel
 
 
-# Partial derivatives (x, y, out) -> d out / d x (or y), for the transforms' rules.
-def _one(x, y, o):
-    return 1
-
-
-def _minus_one(x, y, o):
-    return -1
 
 
 def _chosen(pick):
-    """The derivative of minimum/maximum: 1 where that input is the one taken."""
-    return lambda x, y, o: pick(x, y).astype(o._dtype)  # noqa: F821 (from the table)
+    """The derivative of minimum/maximum: 1 where that input (`pick` names the comparison
+    that takes it) is the one taken."""
+    return lambda m, x, y, o: m.cast_like(getattr(m, pick)(x, y), o)
 
 
-def _power_dx(x, y, o):
-    return power(x, y - 1) * y  # noqa: F821
+def _power_dx(m, x, y, o):
+    return m.power(x, y - 1) * y
 
 
-def _power_dy(x, y, o):
-    return where(o, log(x) * o, 0)  # noqa: F821 (0 * log 0 is 0)
+def _power_dy(m, x, y, o):
+    return m.where(o, m.log(x) * o, 0)  # 0 * log 0 is 0
 
 
-def _atan2_dx(x, y, o):
-    return y / (square(x) + square(y))  # noqa: F821
+def _atan2_dx(m, x, y, o):
+    return y / (m.square(x) + m.square(y))
 
 
-def _atan2_dy(x, y, o):
-    return -x / (square(x) + square(y))  # noqa: F821
+def _atan2_dy(m, x, y, o):
+    return -x / (m.square(x) + m.square(y))
 
 
 _CONSTANT = (rules.ZERO, rules.ZERO)  # piecewise constant: comparisons, logic, bits
 
 # name: (kernel(xp, x, y) on inputs of the common dtype, output rule, refused kinds,
-#        partial derivatives)
+#        partial derivatives d(m, x, y, out), as the unary rows' derivative)
 BINARY = {
-    "add": (lambda xp, x, y: xp.add(x, y), _same, "", (_one, _one)),
-    "subtract": (_subtract, _same, "", (_one, _minus_one)),
+    "add": (lambda xp, x, y: xp.add(x, y), _same, "", (1, 1)),
+    "subtract": (_subtract, _same, "", (1, -1)),
     "multiply": (lambda xp, x, y: xp.multiply(x, y), _same, "",
-                 (lambda x, y, o: y, lambda x, y, o: x)),
+                 (lambda m, x, y, o: y, lambda m, x, y, o: x)),
     "divide": (lambda xp, x, y: xp.true_divide(x, y), dt.to_inexact, "",
-               (lambda x, y, o: reciprocal(y), lambda x, y, o: -x / square(y))),  # noqa
+               (lambda m, x, y, o: m.reciprocal(y), lambda m, x, y, o: -x / m.square(y))),
     "floor_divide": (_floor_divide, _same, "", _CONSTANT),
     "remainder": (_remainder, _same, "c",
-                  (_one, lambda x, y, o: -floor(x / y))),  # noqa: F821
+                  (1, lambda m, x, y, o: -m.floor(x / y))),
     "power": (_power, _same, "", (_power_dx, _power_dy)),
     "minimum": (lambda xp, x, y: xp.minimum(x, y), _same, "",
-                (_chosen(lambda x, y: less(x, y)),  # noqa: F821
-                 _chosen(lambda x, y: greater_equal(x, y)))),  # noqa: F821
+                (_chosen("less"), _chosen("greater_equal"))),
     "maximum": (lambda xp, x, y: xp.maximum(x, y), _same, "",
-                (_chosen(lambda x, y: greater(x, y)),  # noqa: F821
-                 _chosen(lambda x, y: less_equal(x, y)))),  # noqa: F821
+                (_chosen("greater"), _chosen("less_equal"))),
     "arctan2": (lambda xp, x, y: xp.arctan2(x, y), dt.to_inexact, "c", (_atan2_dx, _atan2_dy)),
     "equal": (lambda xp, x, y: xp.equal(x, y), _bool, "", _CONSTANT),
     "not_equal": (lambda xp, x, y: xp.not_equal(x, y), _bool, "", _CONSTANT),
@@ -326,7 +317,7 @@ BINARY = {
     "left_shift": (_shift(lambda x, y: x << y), _shift_rule, "fc", _CONSTANT),
     "right_shift": (_shift(lambda x, y: x >> y), _shift_rule, "fc", _CONSTANT),
     "logaddexp": (_logaddexp, dt.to_inexact, "",
-                  (lambda x, y, o: sigmoid(x - y), lambda x, y, o: sigmoid(y - x))),  # noqa
+                  (lambda m, x, y, o: m.sigmoid(x - y), lambda m, x, y, o: m.sigmoid(y - x))),
     "logical_xor": (_logical(lambda xp, x, y: xp.logical_xor(x, y)), _bool, "", _CONSTANT),
 }
 
@@ -379,7 +370,7 @@ def round(a, /, decimals=0, *, stream=None):
 
 
 _ROUND = b.make("round", _round, vmap=rules.elementwise_vmap, shape=rules.broadcast_shape,
-                **rules.from_derivative(rules.ZERO))
+                **rules.from_derivative(rules.ZERO, "round"))
 
 
 def _where(xp, c, x, y, dtype):
@@ -433,7 +424,7 @@ def isclose(a, b_, /, rtol=1e-5, atol=1e-8, *, equal_nan=False, stream=None):
 _ISCLOSE = b.make("isclose", lambda xp, x, y, rtol, atol, equal_nan:
                   xp.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan),
                   vmap=rules.elementwise_vmap, shape=rules.broadcast_shape,
-                  **rules.from_partials(*_CONSTANT))
+                  **rules.from_partials(*_CONSTANT, "isclose"))
 
 
 def allclose(a, b_, /, rtol=1e-5, atol=1e-8, *, equal_nan=False, stream=None):
@@ -496,7 +487,8 @@ def _nan_to_num(xp, a, nan, posinf, neginf):
 
 _NAN_TO_NUM = b.make("nan_to_num", _nan_to_num, vmap=rules.elementwise_vmap,
                      shape=rules.broadcast_shape,
-                     **rules.from_derivative(lambda x, y: isfinite(x).astype(x._dtype)))  # noqa
+                     **rules.from_derivative(lambda m, x, y: m.cast_like(m.isfinite(x), x),
+                                             "nan_to_num"))
 
 
 def nan_to_num(a, /, nan=0.0, posinf=None, neginf=None, *, stream=None):
@@ -515,3 +507,31 @@ def nan_to_num(a, /, nan=0.0, posinf=None, neginf=None, *, stream=None):
 
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 euler_gamma = 0.5772156649015329
+
+
+# -- the namespaces the derivative columns are written against -------------------------------
+
+def _conj_if(d, x):
+    """`d`, conjugated for complex `x` (abs: d|z| = Re(conj(sign z) dz))."""
+    return conj(d) if x._dtype.kind == "c" else d  # noqa: F821 (from the table)
+
+
+GRAPH = types.SimpleNamespace(
+    **{name: globals()[name] for name in (*UNARY, *BINARY)}, where=where,
+    cast_like=lambda a, o: a.astype(o._dtype), conj_if=_conj_if, kind=lambda a: a._dtype.kind)
+_KERNELS: dict = {}
+
+
+def kernels(xp):
+    """The table's kernels on array module `xp` as functions of arrays, with GRAPH's
+    names: a derivative computed with them runs the kernels its nodes would run."""
+    ns = _KERNELS.get(xp)
+    if ns is None:
+        fns = {name: functools.partial(row[0], xp) for name, row in (*UNARY.items(),
+                                                                     *BINARY.items())}
+        ns = _KERNELS[xp] = types.SimpleNamespace(
+            **fns, where=lambda c, x, y: xp.where(c.astype(bool), x, y),
+            cast_like=lambda a, o: a.astype(o.dtype),
+            conj_if=lambda d, x: xp.conj(d) if x.dtype.kind == "c" else d,
+            kind=lambda a: a.dtype.kind)
+    return ns

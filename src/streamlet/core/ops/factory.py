@@ -33,10 +33,10 @@ def unary(name, fn, rule, refused, deriv, ufunc=None):
 
     Only `dt.to_inexact` changes the dtype the op computes in (integers become
     float32); other rules describe the output alone (abs of complex, predicates).
-    `deriv(x, out)` is the derivative the transform rules use (`rules.from_derivative`).
+    `deriv` is the derivative column the transform rules use (`rules.from_derivative`).
     `ufunc`, if given, computes what `fn` does (`Primitive.donate`).
     """
-    transforms = dict(rules.from_derivative(deriv), vmap=rules.elementwise_vmap,
+    transforms = dict(rules.from_derivative(deriv, name), vmap=rules.elementwise_vmap,
                       shape=rules.broadcast_shape)
     direct = b.make(name, fn, donate=ufunc, **transforms)
     casting = b.make(name, _cast_unary(fn), **transforms)
@@ -60,7 +60,7 @@ def binary(name, fn, rule, refused, partials, ufunc=None):
     """`op(a, b, stream=None)` computing `fn(xp, x, y)` on inputs of their common dtype;
     `partials` are its two partial derivatives (`rules.from_partials`); `ufunc` as for
     `unary`."""
-    transforms = dict(rules.from_partials(*partials), vmap=rules.elementwise_vmap,
+    transforms = dict(rules.from_partials(*partials, name), vmap=rules.elementwise_vmap,
                       shape=rules.broadcast_shape)
     direct = b.make(name, fn, donate=ufunc, **transforms)
     casting = b.make(name, _cast_binary(fn), **transforms)

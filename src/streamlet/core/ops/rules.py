@@ -6,6 +6,7 @@ ops to build: the transform calls it only for inputs whose gradient is wanted.
 from __future__ import annotations
 
 from . import build as b
+from .build import dt
 
 
 def conj_if_complex(d):
@@ -122,10 +123,53 @@ def along_axes(*names):
 # -- elementwise rules from a derivative ----------------------------------------------------
 ZERO = "zero"  # a derivative column: the op is piecewise constant (comparisons, floor, ...)
 CONJ = "conj"  # a derivative column: conj, not holomorphic (both rules conjugate)
+DERIVATIVES: dict = {}  # name -> the fused primitive of a derivative (`Derivative`)
 
 
-def from_derivative(deriv):
-    """vjp and jvp of a unary op from `deriv(x, out)`, its derivative (or ZERO).
+class Derivative:
+    """One derivative column of an elementwise op, `d(m, x[, y], out)` or a number, as the
+    product the rules need: `d * t` for a tangent, `conj(d) * c` for a cotangent.
+
+    On a CPU stream, when the cotangent and the op's inputs and output are real floats of
+    one dtype, the product is one node (its primitive `DERIVATIVES[name]`) whose kernel
+    computes `d` with the kernels of the ops it names, in their order, so its values are
+    the bits the nodes of the formula give; elsewhere it is built from those ops (the GPU
+    fuses them itself).  The fused node's own rules trace the formula.
+    """
+
+    __slots__ = ("d", "prim")
+
+    def __init__(self, d, name):
+        self.d = d
+        self.prim = None
+        if callable(d):
+            self.prim = DERIVATIVES[name] = b.make(
+                name, self._kernel, shape=broadcast_shape,
+                **dict(via(lambda c, *xs: self._built(c, xs, False)), vmap=elementwise_vmap))
+
+    def _kernel(self, xp, c, *xs):
+        m = _ew.kernels(xp)
+        return m.multiply(self.d(m, *xs), c)
+
+    def _built(self, c, xs, conj):
+        d = self.d(_ew.GRAPH, *xs) if self.prim is not None else self.d
+        return times(c, conj_if_complex(d) if conj else d)
+
+    def times(self, c, xs, conj):
+        """`d * c` (`conj(d) * c` when `conj`), `xs` the op's inputs then its output."""
+        if self.prim is not None:
+            d = c._dtype
+            if d in _REAL and xs[0]._dtype is d and xs[-1]._dtype is d and \
+                    xs[1]._dtype is d:
+                st = b.resolve(None)
+                if not st.gpu:
+                    return b.node(self.prim, (c, *xs), xs[-1]._shape, d, b.NO_PARAMS, st)
+        return self._built(c, xs, conj)
+
+
+def from_derivative(deriv, name):
+    """vjp and jvp of the unary op `name` from its derivative column (a function
+    `deriv(m, x, out)`, a number, ZERO or CONJ; see `Derivative`).
 
     jvp is `t * d`, vjp `cotangent * conj(d)` (MLX's convention for complex inputs).
     """
@@ -135,23 +179,26 @@ def from_derivative(deriv):
     if deriv is CONJ:
         return {"vjp": lambda c, out, x, **p: (_conj(c),),
                 "jvp": lambda t, out, x, **p: _conj(t[0])}
-    return {"vjp": lambda c, out, x, **p: (lambda: times(c, conj_if_complex(deriv(x, out))),),
-            "jvp": lambda t, out, x, **p: times(t[0], deriv(x, out))}
+    d = Derivative(deriv, f"{name}_derivative")
+    return {"vjp": lambda c, out, x, **p: (lambda: d.times(c, (x, out), True),),
+            "jvp": lambda t, out, x, **p: d.times(t[0], (x, out), False)}
 
 
-def from_partials(dx, dy):
-    """vjp and jvp of a binary op from its partial derivatives `dx(x, y, out)` and
-    `dy(x, y, out)` (either may be ZERO for both)."""
+def from_partials(dx, dy, name):
+    """vjp and jvp of the binary op `name` from its partial derivatives `dx(m, x, y, out)`
+    and `dy(m, x, y, out)` (numbers, or ZERO for both)."""
     if dx is ZERO:
         return {"vjp": lambda c, out, x, y, **p: (None, None),
                 "jvp": lambda t, out, x, y, **p: zero_tangent(t, out)}
+    parts = (Derivative(dx, f"{name}_derivative_x"), Derivative(dy, f"{name}_derivative_y"))
 
     def vjp(c, out, x, y, **p):
-        return (lambda: times(c, conj_if_complex(dx(x, y, out))),
-                lambda: times(c, conj_if_complex(dy(x, y, out))))
+        xs = (x, y, out)
+        return (lambda: parts[0].times(c, xs, True), lambda: parts[1].times(c, xs, True))
 
     def jvp(t, out, x, y, **p):
-        terms = [times(tx, d(x, y, out)) for tx, d in zip(t, (dx, dy)) if tx is not None]
+        xs = (x, y, out)
+        terms = [d.times(tx, xs, False) for tx, d in zip(t, parts) if tx is not None]
         return terms[0] if len(terms) == 1 else terms[0] + terms[1]
     return {"vjp": vjp, "jvp": jvp}
 
@@ -175,5 +222,7 @@ def via(fn):
         return vmap_(lambda *a: fn(*a, **params), in_axes=tuple(axes))(*xs), 0
     return {"vjp": vjp, "jvp": jvp, "vmap": vmap}
 
+
+_REAL = (dt.float32, dt.float64)
 
 from . import elementwise as _ew  # noqa: E402 (it imports this module: bound once both exist)

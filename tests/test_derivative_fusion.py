@@ -1,0 +1,136 @@
+"""The fused derivative nodes of elementwise ops (`rules.Derivative`).
+
+On a CPU stream the product of an elementwise op's derivative with a cotangent (or a
+tangent) is one node whose kernel runs the formula with the ops' own kernels.  Its
+values must be the bits the formula's nodes give one by one, for every op, dtype and
+broadcast; what the graph holds must shrink to one node per derivative.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import streamlet.core as mx
+from streamlet.core.ops import rules
+from streamlet.core.ops.elementwise import BINARY, UNARY
+
+pytestmark = pytest.mark.usefixtures("on_cpu")
+
+UNARY_FUSED = sorted(n for n, row in UNARY.items() if callable(row[3]))
+BINARY_FUSED = sorted(n for n, row in BINARY.items() if any(callable(d) for d in row[3]))
+POSITIVE = {"sqrt", "rsqrt", "log", "log2", "log10", "reciprocal", "arccosh", "power"}
+SHAPES = [((5, 4), (5, 4)), ((5, 4), (4,)), ((1, 4), (3, 1)), ((), (6,))]
+
+
+def _draw(rng, name, shape, dtype):
+    x = rng.standard_normal(shape) * 2
+    if name in POSITIVE:
+        x = np.abs(x) + (1.0 if name == "arccosh" else 0.1)
+    if name in ("arcsin", "arccos", "arctanh", "erfinv"):
+        x = np.tanh(x) * 0.95
+    if rng.random() < 0.3 and x.size:  # special values: zeros, infinities, NaN
+        flat = x.reshape(-1)
+        flat[rng.integers(0, flat.size)] = rng.choice([0.0, -0.0, np.inf, -np.inf, np.nan])
+    return mx.array(x.astype(dtype))
+
+
+def _both(fn):
+    """`fn()`'s results evaluated with fused derivative nodes and built from ops."""
+    fused = fn()
+    mx.eval(fused)
+    saved = rules._REAL
+    rules._REAL = ()  # no dtype qualifies: every derivative is built from its ops
+    try:
+        built = fn()
+        mx.eval(built)
+    finally:
+        rules._REAL = saved
+    return fused, built
+
+
+def _same_bits(fused, built, what):
+    for f, b in zip(fused, built):
+        assert f.shape == b.shape and f.dtype == b.dtype, (what, f.shape, b.shape)
+        fa, ba = np.array(f), np.array(b)
+        np.testing.assert_array_equal(fa.view(f"u{fa.itemsize}"), ba.view(f"u{ba.itemsize}"),
+                                      err_msg=what)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", UNARY_FUSED)
+def test_a_unary_derivative_node_gives_the_bits_of_its_formula(name, dtype):
+    op = getattr(mx, name)
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        x = _draw(rng, name, (7, 3), dtype)
+        c = mx.array(rng.standard_normal((7, 3)).astype(dtype))
+        t = mx.array(rng.standard_normal((7, 3)).astype(dtype))
+        fused, built = _both(lambda: [mx.vjp(op, [x], [c])[1][0], mx.jvp(op, [x], [t])[1][0]])
+        _same_bits(fused, built, f"{name} seed {seed}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", BINARY_FUSED)
+def test_a_binary_derivative_node_gives_the_bits_of_its_formula(name, dtype):
+    op = getattr(mx, name)
+    for seed, (sx, sy) in enumerate(SHAPES):
+        rng = np.random.default_rng(seed)
+        x, y = _draw(rng, name, sx, dtype), _draw(rng, name, sy, dtype)
+        out = op(x, y)
+        c = mx.array(rng.standard_normal(out.shape).astype(dtype))
+        tx = mx.array(rng.standard_normal(sx).astype(dtype))
+        ty = mx.array(rng.standard_normal(sy).astype(dtype))
+        fused, built = _both(lambda: [*mx.vjp(op, [x, y], [c])[1],
+                                      mx.jvp(op, [x, y], [tx, ty])[1][0],
+                                      mx.jvp(lambda a: op(a, y), [x], [tx])[1][0]])
+        _same_bits(fused, built, f"{name} {sx} {sy}")
+
+
+def _backward_prims(fn, x):
+    """The primitives of the backward graph of `fn` at `x` (forward nodes excluded)."""
+    forward = set()
+    stack = [fn(x)._node]
+    while stack:
+        n = stack.pop()
+        forward.add(id(n))
+        stack.extend(n.inputs)
+    grad = mx.grad(lambda a: fn(a).sum())(x)
+    prims, stack, seen = [], [grad._node], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or n.prim is None:
+            continue
+        seen.add(id(n))
+        if n.prim.name.endswith(("_derivative", "_derivative_x", "_derivative_y")) or \
+                n.prim.name in ("multiply", "subtract", "square", "cos", "greater", "astype"):
+            prims.append(n.prim.name)
+        stack.extend(n.inputs)
+    return prims
+
+
+def test_each_derivative_is_one_node_in_the_backward_graph():
+    x = mx.array(np.linspace(-1, 1, 8).astype(np.float32))
+    assert sorted(_backward_prims(lambda a: mx.tanh(mx.sin(a)), x)) == \
+        ["sin_derivative", "tanh_derivative"]
+    assert _backward_prims(lambda a: mx.maximum(a, 0.0), x) == ["maximum_derivative_x"]
+
+
+def test_float16_and_complex_derivatives_stay_built_from_ops():
+    """Half types round each op as the CPU computes them and complex cotangents are
+    conjugated: those keep the formula's own nodes."""
+    for dtype in (mx.float16, mx.bfloat16, mx.complex64):
+        x = mx.array([0.5, 1.0]).astype(dtype)
+        _, (g,) = mx.vjp(mx.sin, [x], [mx.ones_like(x)])
+        assert g._node.prim.name == "multiply", dtype
+
+
+def test_second_derivatives_through_the_fused_node_match_mlx(mlx):
+    xs = np.linspace(-2, 2, 9).astype(np.float32)
+    for name in ("tanh", "sin", "sigmoid", "exp", "log1p", "erf"):
+        def second(M):
+            op = getattr(M, name)
+            return M.grad(lambda b: M.grad(lambda a: op(a).sum())(b).sum())
+        x = np.abs(xs) if name == "log1p" else xs
+        got = np.array(second(mx)(mx.array(x)))
+        want = np.array(second(mlx)(mlx.array(x)))
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6, err_msg=name)
