@@ -187,23 +187,17 @@ def execute(node, args):
         dev_args = [cp.asarray(a) if isinstance(a, np.generic) else a for a in dev_args]
         params = own_params = node.params or {}
         out_bf16 = node.dtype.name == "bfloat16"
-        on_bits = prim.name in _ON_BITS
+        kernel = prim.gpu or prim.kernel
+        bf16 = prim.gpu.bfloat16 if prim.gpu is not None else "float32"
+        on_bits = bf16 == "bits"
         if on_bits:  # bytes reinterpreted: bfloat16 stays its bits and nothing rounds
             dev_args = [a.bits if type(a) is BF16 else a for a in dev_args]
             if out_bf16:
                 params = {**params, "dtype": np.dtype(np.uint16)}
         elif out_bf16 or any(type(a) is BF16 for a in dev_args):
             dev_args, params = _bf16_inputs(dev_args, params)
-        fn = OVERRIDES.get(prim.name)
         try:
-            out = _NOT_COVERED
-            if fn is not None:
-                try:
-                    out = _call(fn, dev_args, params, own_params)
-                except (NotImplementedError, TypeError):  # an override not covering these
-                    out = _NOT_COVERED
-            if out is _NOT_COVERED:
-                out = _call(prim.gpu or prim.kernel, dev_args, params, own_params)
+            out = kernel(cp, *dev_args, **(own_params if bf16 == "own" else params))
             if prim.bounds is not None:
                 checks.watch(node, prim.bounds(*dev_args, **own_params), h)
             if not prim.multi:  # a multi-output primitive's box stays a host object array
@@ -218,15 +212,6 @@ def execute(node, args):
     return out
 
 
-def _call(kernel, args, params, own_params):
-    """A kernel on bfloat16 work gets float32 for the dtype parameters, unless it takes the
-    node's own (`bf16_params`: it rounds as the CPU does, then gives float32)."""
-    return kernel(cp, *args, **(own_params if getattr(kernel, "bf16_params", False)
-                                else params))
-
-
-_NOT_COVERED = object()
-_ON_BITS = frozenset({"view"})  # ops that see a bfloat16 array as its uint16 bits
 _FUSABLE_SCALARS = frozenset(d.type for d in CTYPE)  # NumPy scalar types of the C types
 _fusion_specs: dict = {}  # (primitive, params dtype, last input's, output's) -> spec or None
 
@@ -636,7 +621,7 @@ def _bf16_inputs(args, params):
 
 # -- GPU versions of kernels ------------------------------------------------------------------
 
-def _matmul_tf32(xp, x, y, dtype=None):
+def matmul_tf32(xp, x, y, dtype=None):
     """float32 matmul on TF32 tensor cores (MLX's CUDA default, off where the environment
     says MLX_ENABLE_TF32=0, as MLX reads it); other dtypes as CuPy does."""
     if dtype is not None:
@@ -658,17 +643,9 @@ _X86_ASTYPE = cp.ElementwiseKernel(
     "streamlet_x86_astype", preamble=fuse.X86_CASTS)
 
 
-def _astype_x86(xp, x, dtype):
+def astype_x86(xp, x, dtype):
     """astype where it is not fused: float -> int as the CPU converts (fuse.X86_CASTS)."""
     dtype = np.dtype(dtype)
     if x.dtype.kind != "f" or not fuse.x86_cast("float", CTYPE.get(dtype)):
-        raise NotImplementedError
+        return x.astype(dtype)
     return _X86_ASTYPE(x, cp.empty(x.shape, dtype))
-
-
-def _overrides():
-    from . import cuda_random
-    return {"matmul": _matmul_tf32, "astype": _astype_x86, **cuda_random.OVERRIDES}
-
-
-OVERRIDES = _overrides()

@@ -170,7 +170,7 @@ def fill(keys, n, mode, upper=None):
     return out
 
 
-# -- the primitives' GPU kernels; they raise NotImplementedError for what they don't cover ----
+# -- the primitives' GPU kernels (their `gpu` column) -------------------------------------------
 def bits(xp, keys, nbytes, npdtype, shape):
     n = (nbytes + 3) // 4
     raw = fill(keys, n, WORDS).view(cp.uint8)[:, :nbytes].reshape(-1)
@@ -183,7 +183,7 @@ def _round_bf16(x):
     return _from_bf16(_to_bf16(x))
 
 
-# These see the node's own dtype parameter, bfloat16 included (`bf16_params`), and give
+# These see the node's own dtype parameter, bfloat16 included (GpuKernel's "own"), and give
 # float32 the caller rounds to bfloat16 once more, which keeps the CPU's bits.
 def normal(xp, k, npdtype, shape, mode):
     """Modes as the CPU kernel's: "standard" (times sqrt(2)), "unscaled", "complex"."""
@@ -209,11 +209,9 @@ def gumbel(xp, k, upper, npdtype, shape):
     """bfloat16 Gumbel samples rounded at each step as the CPU's; other dtypes are the
     generic kernel's."""
     if np.dtype(npdtype) != BF16:
-        raise NotImplementedError
+        from ..core.random import _gumbel_kernel
+        return _gumbel_kernel(xp, k, upper, npdtype, shape)
     u = _round_bf16(fill(k, math.prod(shape), UNIT, upper))
     inner = _round_bf16(special.logf_glibc(cp, u))
     return -_round_bf16(special.logf_glibc(cp, -inner)).reshape(shape)
 
-
-normal.bf16_params = gumbel.bf16_params = True
-OVERRIDES = {"random_bits": bits, "normal": normal, "gumbel": gumbel}

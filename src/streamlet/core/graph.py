@@ -1,6 +1,7 @@
 """The graph: primitives (what an op computes and its transform rules) and nodes."""
 from __future__ import annotations
 
+import importlib
 import itertools
 import threading
 
@@ -9,8 +10,8 @@ class Primitive:
     """What a node computes: a name, a kernel written against an array module `xp`, and
     the rules the function transforms apply to it.
 
-    `kernel(xp, *inputs, **params)` serves NumPy and CuPy alike; `gpu` overrides it
-    on the GPU where a hand-written kernel pays.  The rules are built from ops (they
+    `kernel(xp, *inputs, **params)` serves NumPy and CuPy alike; `gpu`, a GpuKernel,
+    overrides it on the GPU where a hand-written kernel pays or CuPy differs.  The rules are built from ops (they
     see arrays, not buffers), and run on the forward node's stream:
 
     - `vjp(cotangent, output, *primals, **params)`: one cotangent per primal (None for
@@ -53,6 +54,30 @@ class Primitive:
 
     def __repr__(self):
         return f"Primitive({self.name})"
+
+
+class GpuKernel:
+    """A primitive's kernel on the GPU: `fn(xp, *inputs, **params)`, given as a function or
+    as "module:function", imported when it first runs (CuPy code loads on a GPU only).
+
+    `bfloat16` says how it sees bfloat16, which CuPy lacks: "float32" (inputs and dtype
+    parameters as float32, the result rounded back), "own" (float32 inputs but the node's
+    own dtype parameters: it rounds as the CPU does, and returns float32 holding bfloat16
+    values) or "bits" (inputs and result as their uint16 bits: a reinterpretation).
+    """
+
+    __slots__ = ("_fn", "path", "bfloat16")
+
+    def __init__(self, fn, bfloat16="float32"):
+        self._fn, self.path = (None, fn) if isinstance(fn, str) else (fn, None)
+        self.bfloat16 = bfloat16
+
+    def __call__(self, xp, *args, **params):
+        fn = self._fn
+        if fn is None:
+            module, name = self.path.split(":")
+            fn = self._fn = getattr(importlib.import_module(module), name)
+        return fn(xp, *args, **params)
 
 
 _births = itertools.count(1)  # build order of nodes: a topological order of the graph

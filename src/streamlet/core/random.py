@@ -254,10 +254,11 @@ def _sqrt_cov_kernel(xp, cov):
     return ((u * xp.sqrt(s)[..., None, :]) @ vt).astype(np.float32)
 
 
-RANDOM_BITS = b.make("random_bits", _bits_kernel)
+_ON_GPU = "streamlet.backend.cuda_random:"
+RANDOM_BITS = b.make("random_bits", _bits_kernel, gpu=b.GpuKernel(_ON_GPU + "bits"))
 UNIFORM = b.make("uniform", _unit_kernel)
-NORMAL = b.make("normal", _normal_kernel)
-GUMBEL = b.make("gumbel", _gumbel_kernel)
+NORMAL = b.make("normal", _normal_kernel, gpu=b.GpuKernel(_ON_GPU + "normal", bfloat16="own"))
+GUMBEL = b.make("gumbel", _gumbel_kernel, gpu=b.GpuKernel(_ON_GPU + "gumbel", bfloat16="own"))
 PERMUTATION = b.make("permutation", _permutation_kernel)
 TAKE = b.make("permutation_take", _take_kernel)
 def _erf_derivative(m, x, y):

@@ -369,7 +369,7 @@ def _view(xp, a, dtype):
     return xp.ascontiguousarray(a).view(dtype)
 
 
-_VIEW = b.make("view", _view)
+_VIEW = b.make("view", _view, gpu=b.GpuKernel(_view, bfloat16="bits"))
 
 
 def view(a, dtype, stream=None):

@@ -8,7 +8,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..array import alias, array, const, node
 from ..errors import BadType, called, rename  # noqa: F401 (rename: for the op factories)
-from ..graph import Primitive
+from ..graph import GpuKernel, Primitive
 from ..stream import resolve
 
 NO_PARAMS: dict = {}
@@ -179,10 +179,12 @@ def normalize_axes(axis, ndim: int, op: str) -> tuple:
 
 def make(name: str, kernel, gpu=None, multi=False, **rules) -> Primitive:
     """A primitive; `rules` are its transform rules (`vjp`, `jvp`, `vmap`) and its `shape`
-    rule (see Primitive).
+    rule (see Primitive); `gpu` its GPU kernel (a GpuKernel, or a function made one).
 
     A `multi` kernel returns a tuple of results (see `multi`).
     """
+    if gpu is not None and not isinstance(gpu, GpuKernel):
+        gpu = GpuKernel(gpu)
     return Primitive(name, _boxed(kernel) if multi else kernel, gpu, multi=multi, **rules)
 
 

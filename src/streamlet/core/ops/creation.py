@@ -45,11 +45,11 @@ def _arange_gpu(xp, **p):
     return xp.asarray(values.astype(np.float32) if values.dtype.name == "bfloat16" else values)
 
 
-_arange_gpu.bf16_params = True  # sees the bfloat16 dtype itself (backend/cuda.py)
-_ARANGE = b.make("arange", _arange, gpu=_arange_gpu)
+_ARANGE = b.make("arange", _arange, gpu=b.GpuKernel(_arange_gpu, bfloat16="own"))
 _LINSPACE = b.make("linspace", _linspace)
 _EYE = b.make("eye", lambda xp, n, m, k, dtype: xp.eye(n, m, k, dtype=dtype))
 _ASTYPE = b.make("astype", lambda xp, a, dtype: a.astype(dtype),
+                 gpu=b.GpuKernel("streamlet.backend.cuda:astype_x86"),
                  vjp=lambda c, out, x, dtype: (c,),  # the transform casts it back to x's
                  jvp=lambda t, out, x, dtype: t[0].astype(out._dtype),
                  vmap=lambda axes, out, x, dtype: (astype(x, out._dtype), axes[0]),
