@@ -414,6 +414,7 @@ NO_HOST_READ = {
     "slice_update": lambda a: mx.slice_update(a.x, a.ones, a.starts, (0, 1)),
     "segmented_mm": lambda a: mx.segmented_mm(a.x, a.x.T, a.segments),
     "take": lambda a: mx.take(a.x, a.index, axis=1),
+    "at multiply": lambda a: a.x.at[a.repeat].multiply(1.5),
     "array from the host": lambda a: mx.array(np.arange(10)) + 1,
 }
 
@@ -437,7 +438,8 @@ def test_running_an_op_does_not_wait_for_the_device(name, monkeypatch):
     with mx.stream(s):
         a = SimpleNamespace(key=mx.random.key(3), starts=mx.array([1, 2]), ones=mx.ones((2, 3)),
                             x=mx.array(RNG.standard_normal((4, 8)).astype(np.float32)),
-                            segments=mx.array([[0, 3], [3, 8]]), index=mx.array([0, 3, 1]))
+                            segments=mx.array([[0, 3], [3, 8]]), index=mx.array([0, 3, 1]),
+                            repeat=mx.array([0, 3, 0, 0]))
         mx.eval(*vars(a).values())
         want = np.array(NO_HOST_READ[name](a))  # compiles its kernels: not timed
         spent = []
@@ -455,6 +457,24 @@ def test_running_an_op_does_not_wait_for_the_device(name, monkeypatch):
         mx.eval(y)  # its end waits for the device, as MLX's eval does; its kernels must not
         assert spent and sum(spent) < 0.25, f"{name}: its kernels took {sum(spent):.2f} s"
         np.testing.assert_array_equal(np.array(y), want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8", "bool_", "complex64"])
+def test_at_multiply_on_the_gpu_gives_the_cpus_bits(dtype):
+    """Repeated indices multiply in the CPU's order (floats round in that order, int8
+    wraps), by the device's own kernel."""
+    d = getattr(mx, dtype)
+    x = RNG.standard_normal((5, 3)) * 3
+    v = RNG.standard_normal((6, 3)) * 3
+    if dtype == "complex64":
+        x, v = x + 1j * RNG.standard_normal((5, 3)), v + 1j * RNG.standard_normal((6, 3))
+    rows = mx.array([4, 0, 4, 4, 1, 0])
+    got = {}
+    for dev in (mx.cpu, G):
+        with mx.stream(dev):
+            a, b = mx.array(x).astype(d), mx.array(v).astype(d)
+            got[dev] = np.array(a.at[rows].multiply(b))
+    np.testing.assert_array_equal(got[G].view(np.uint8), got[mx.cpu].view(np.uint8))
 
 
 def test_async_eval_returns_while_the_device_is_busy():

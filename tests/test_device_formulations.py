@@ -63,3 +63,43 @@ def test_segmented_mm_on_the_device_equals_the_host(m, k, n, seed, lead):
     want = products._segmented_mm(np, x, y, bounds, np.float32)
     got = products._segmented_mm(XP, x, y, bounds, np.float32)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@st.composite
+def multiply_updates(draw):
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    n = draw(st.integers(0, 12))
+    rows = np.array([draw(st.integers(0, shape[0] - 1)) for _ in range(n)], np.int64)
+    kind = draw(st.sampled_from(["rows", "rows_then_slice", "two_arrays"]))
+    if kind == "rows" or len(shape) == 1:
+        idx = (rows,)
+    elif kind == "rows_then_slice":
+        idx = (rows, slice(None, None, draw(st.sampled_from([1, 2]))))
+    else:
+        cols = np.array([draw(st.integers(0, shape[1] - 1)) for _ in range(n)], np.int64)
+        idx = (rows, cols)
+    dtype = draw(st.sampled_from([np.float32, np.float64, np.int8, np.int32, np.bool_,
+                                  np.complex64]))
+    return shape, idx, dtype, draw(st.booleans())
+
+
+@settings(max_examples=80, deadline=None)
+@given(multiply_updates(), st.integers(0, 2**31))
+def test_multiply_at_on_the_device_equals_numpy(case, seed):
+    """Repeated indices multiply in NumPy's order (float products round in that order;
+    int8 wraps), whatever the index and a value broadcast or not."""
+    shape, idx, dtype, scalar = case
+    rng = np.random.default_rng(seed)
+
+    def draw(s):
+        x = rng.standard_normal(s) * 3
+        if np.dtype(dtype).kind == "c":
+            x = x + 1j * rng.standard_normal(s)
+        return x.astype(dtype) if np.dtype(dtype) != np.bool_ else x > 0
+    a = draw(shape)
+    value = draw(()) if scalar else draw(a[idx].shape)
+    want = a.copy()
+    with np.errstate(all="ignore"):
+        np.multiply.at(want, idx, value)
+        got = updates._multiply_at(XP, a.copy(), idx, value)
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))

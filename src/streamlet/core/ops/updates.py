@@ -50,14 +50,32 @@ def _scatter(xp, a, value, *arrays, index, mode):
 _WIDER = {"b": "int32", "i": "int32", "u": "uint32", "f": "float32"}
 
 
+def _multiply_at(xp, out, idx, value):
+    """NumPy's `multiply.at(out, idx, value)` on the device, in NumPy's order: the updates
+    sorted stably by the element they multiply, each element's run multiplied in turn
+    (`out` is a fresh contiguous copy, written in place)."""
+    positions = xp.arange(out.size).reshape(out.shape)[idx]
+    values = xp.broadcast_to(value, positions.shape).reshape(-1)
+    positions = positions.reshape(-1)
+    order = xp.argsort(positions, kind="stable")
+    _multiply_runs(out.reshape(-1), positions[order], values[order])
+    return out
+
+
+def _multiply_runs(flat, positions, values):
+    if isinstance(flat, np.ndarray):  # NumPy standing in for CuPy (the formulation's test)
+        for p, v in zip(positions.tolist(), values):
+            flat[p] = flat[p] * v
+        return
+    from ...backend.cuda_scatter import multiply_runs
+    multiply_runs(flat, positions, values)
+
+
 def _ufunc_at_device(xp, mode, out, idx, value):
     """`ufunc.at` as CuPy can: narrow types widened and cast back (sums wrap the same),
-    subtract as the add of the negation, multiply on the host (CuPy has none)."""
+    subtract as the add of the negation, multiply by `_multiply_at` (CuPy has none)."""
     if mode == "multiply":
-        host = xp.asnumpy(out)
-        np.multiply.at(host, tuple(xp.asnumpy(i) if isinstance(i, xp.ndarray) else i
-                                   for i in idx), xp.asnumpy(value))
-        return xp.asarray(host)
+        return _multiply_at(xp, out, idx, value)
     work = out
     if out.dtype.itemsize < 4:
         work = out.astype(_WIDER[out.dtype.kind])
