@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.donation import donor
+from ..core.memory import TRACK_BYTES
 
 xp = np
 
@@ -17,9 +18,10 @@ def execute(node, args):
     params = node.params
     prim = node.prim
     if prim.donate is not None:
-        d = donor(node, args)
+        # a compiled run (it has params) checks once for many ops: any size is worth it
+        d = donor(node, args, 0 if params else TRACK_BYTES)
         if d is not None:
-            return prim.donate(*args, out=d)
+            return prim.donate(*args, out=d, **params) if params else prim.donate(*args, out=d)
     out = prim.kernel(np, *args, **params) if params else prim.kernel(np, *args)
     # NumPy gives scalars for full reductions and scalar indexing; arrays are ndarrays
     return out if type(out) is np.ndarray else np.asarray(out)

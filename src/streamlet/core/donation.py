@@ -20,17 +20,18 @@ from .memory import TRACK_BYTES
 
 # Not the half types: their kernels compute in float32 and round once, as MLX's do.
 _TYPES = frozenset(d for d in dtypes.ALL if d not in (dtypes.float16, dtypes.bfloat16))
+DONATES = frozenset(d.np for d in _TYPES)  # the NumPy dtypes of buffers written into
 
 
-def donor(node, args):
+def donor(node, args, at_least=TRACK_BYTES):
     """The buffer among `args` (the data of `node`'s inputs) that `node` may write its
-    result into, or None."""
+    result into, or None; smaller buffers than `at_least` bytes are not worth the check."""
     if node.dtype not in _TYPES:
         return None
     shape, dtype, inputs = node.shape, node.dtype.np, node.inputs
     for i in range(len(args)):  # no iterator's tuple holding the items: fixed counts
         inp, d = inputs[i], args[i]
-        if type(d) is np.ndarray and d.nbytes >= TRACK_BYTES and d.shape == shape and \
+        if type(d) is np.ndarray and d.nbytes >= at_least and d.shape == shape and \
                 d.dtype == dtype and not inp.tracer:
             refs = _refs(inp, d)
             if refs[0] <= _ALONE[0] and refs[1] <= _ALONE[1] and refs[2] <= _ALONE[2]:

@@ -3,31 +3,68 @@
 A run of elementwise steps (and the broadcasts and casts between them) becomes one
 node whose kernel calls their kernels in turn, so the scheduler sees one node where
 the trace had many; values it computes that other steps or the outputs read are its
-results.  The CUDA backend fuses elementwise work itself when it executes a batch, so
+results.  Steps whose op is one NumPy ufunc (`Primitive.donate`) write into the buffer
+of a value they read for the last time, where nothing else can read it: one the run
+computed, or an input the CPU backend donates (`core.donation`).  The CUDA backend fuses elementwise work itself when it executes a batch, so
 GPU replays use the unfused program.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from .donation import DONATES as _DONATES
 from .graph import Primitive
 from .ops.build import SELECT, make
 from .ops.rules import elementwise_vmap
 
 
-def _runs(xp, *args, program, results, prims):
+def _runs(xp, *args, program, results, prims, out=None):
     values = list(args)
-    for kernel, refs, params, drop in program:
-        values.append(kernel(xp, *[values[r] for r in refs], **params))
+    # buffers a ufunc step may write into once they are read for the last time: ones a
+    # ufunc step made (never an alias of anything) and the donated input, until a step
+    # that may return a view or its input itself reads them
+    free = {id(out)} if out is not None else set()
+    for kernel, refs, params, drop, ufunc in program:
+        operands = [values[r] for r in refs]
+        if ufunc is None:
+            free.difference_update(map(id, operands))
+            value = kernel(xp, *operands, **params)
+        else:
+            into = _spare(operands, [values[r] for r in drop], free) if free else None
+            value = ufunc(*operands, out=into) if into is not None else \
+                kernel(xp, *operands, **params)
         for r in drop:  # freed after its last read, so the allocator reuses the memory
+            free.discard(id(values[r]))  # its id may name a new object once it is gone
             values[r] = None
+        if ufunc is not None and type(value) is np.ndarray:
+            free.add(id(value))
+        values.append(value)
     if len(results) == 1:
         return values[results[0]]
     return tuple(values[r] for r in results)
 
 
+def _runs_into(*args, out, **params):
+    """A run given a donated input (`Primitive.donate`)."""
+    return _runs(np, *args, out=out, **params)
+
+
+def _spare(operands, last_reads, free):
+    """A buffer among `last_reads` the ufunc of `operands` may write its result into."""
+    for b in last_reads:
+        if type(b) is not np.ndarray or id(b) not in free or b.dtype not in _DONATES or \
+                not b.flags.writeable:
+            continue
+        if all(o is b or (isinstance(o, (np.ndarray, np.generic)) and o.dtype == b.dtype and
+                          (o.shape == b.shape or o.ndim == 0)) for o in operands):
+            return b
+    return None
+
+
 def _run_shapes(params, *shapes):
     """The run's result shapes, from its steps' own shape rules."""
     shapes = list(shapes)
-    for prim, (kernel, refs, p, drop) in zip(params["prims"], params["program"]):
+    for prim, (kernel, refs, p, *_) in zip(params["prims"], params["program"]):
         shapes.append(prim.shape(p, *[shapes[r] for r in refs])[0])
     return [shapes[r] for r in params["results"]]
 
@@ -41,7 +78,7 @@ def _multi_shape(params, *shapes):
     return (), dict(params, outs=outs)
 
 
-_FUSED = Primitive("compiled", _runs, shape=_single_shape)
+_FUSED = Primitive("compiled", _runs, shape=_single_shape, donate=_runs_into)
 _FUSED_MULTI = make("compiled", _runs, multi=True, shape=_multi_shape)
 
 
@@ -113,10 +150,9 @@ def fuse(steps, outputs, first):
         program = []
         for j, m in enumerate(members):
             ms = steps[m - first]
-            drop = tuple(local[r] for r in set(ms.refs)
-                         if last[r] == j and r in inside and r not in results)
+            drop = tuple(local[r] for r in set(ms.refs) if last[r] == j and r not in results)
             program.append((ms.prim.kernel, tuple(local[r] for r in ms.refs), ms.params or {},
-                            drop))
+                            drop, ms.prim.donate))
             local[m] = len(local)
         name = "compiled" + "".join(label(steps[m - first].prim) for m in members)
         params = {"program": tuple(program), "results": tuple(local[m] for m in results),
@@ -143,4 +179,4 @@ def fuse(steps, outputs, first):
 def _named(prim, name):
     """`prim` under the name that lists what it fuses (MLX's `CompiledMultiplyAdd`)."""
     return Primitive(name[0].upper() + name[1:], prim.kernel, multi=prim.multi,
-                     shape=prim.shape)
+                     shape=prim.shape, donate=prim.donate)
