@@ -509,3 +509,61 @@ def test_bad_arguments_raise_at_build_time(call, exc, words):
 
 def test_docstring_examples():
     assert doctest.testmod(srandom, verbose=False).failed == 0
+
+
+# -- fused multiply-adds, rounded once (MLX's erfinv, erf and exp polynomials use them) ----
+def _exact_fma(x, y, c):
+    """x * y + c rounded to float32 by exact rational arithmetic, ties to even."""
+    from fractions import Fraction
+    v = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(c))
+    f = np.float32(float(v))
+    near = [np.nextafter(f, np.float32(-np.inf)), f, np.nextafter(f, np.float32(np.inf))]
+    return min(near, key=lambda g: (abs(Fraction(float(g)) - v), int(g.view(np.uint32)) & 1))
+
+
+def _near_ties(rng, n):
+    """(x, y, c) whose float64 sum x * y + c lands on a float32 midpoint for many draws:
+    c in [1, 2), x * y half of c's ulp, off by a few float32 ulps of x and y."""
+    c = rng.uniform(1, 2, n).astype(np.float32)
+    half = np.spacing(c).astype(np.float64) / 2
+    x = (half * (1 + 2.0 ** -23 * rng.integers(1, 8, n))).astype(np.float32)
+    y = np.where(rng.random(n) < 0.5, 1 + 2.0 ** -23, 1 - 2.0 ** -23).astype(np.float32)
+    sign = np.where(rng.random(n) < 0.3, -1, 1).astype(np.float32)
+    return x * sign, y, c * sign
+
+
+class _Device:
+    """NumPy under another name: fma_f32 takes its device branch (every lane exact)."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_fma_f32_rounds_once(seed):
+    from streamlet.core.ops.special import fma_f32
+    from streamlet.core.ops.threefry_numba import _fma
+    rng = np.random.default_rng(seed)
+    x, y, c = _near_ties(rng, 200)
+    # and plain draws over wide exponent ranges, subnormal results among them
+    wide = [(rng.standard_normal(100) * 2.0 ** rng.integers(-75, 60, 100)).astype(np.float32)
+            for _ in range(3)]
+    x, y, c = (np.concatenate([a, b]) for a, b in zip((x, y, c), wide))
+    want = np.array([_exact_fma(*t) for t in zip(x, y, c)], np.float32)
+    args = [a.astype(np.float64) for a in (x, y, c)]
+    for xp in (np, _Device()):
+        np.testing.assert_array_equal(fma_f32(xp, *args).view(np.uint32), want.view(np.uint32))
+    compiled = np.array([_fma(*map(float, t)) for t in zip(*args)], np.float32)
+    np.testing.assert_array_equal(compiled.view(np.uint32), want.view(np.uint32))
+
+
+def test_fma_f32_where_one_float64_rounding_is_wrong():
+    from streamlet.core.ops.special import fma_f32
+    x, y, c = (a.astype(np.float64) for a in _near_ties(np.random.default_rng(7), 3000))
+    twice = (x * y + c).astype(np.float32)  # a float64 multiply-add, then float32
+    once = fma_f32(np, x, y, c)
+    differ = np.flatnonzero(once != twice)
+    assert differ.size > 10  # the construction meets double roundings
+    for i in differ[:50]:
+        assert once[i] == _exact_fma(x[i], y[i], c[i]) != twice[i]

@@ -4,10 +4,11 @@ The layout is MLX's: for a key filling n words, H = ceil(n / 2), thread y < n //
 hashes the counters (y, y + H) into words y and y + H, and when n is odd one more
 thread hashes (n // 2, 0) into the middle word.  The transforms round exactly as
 the CPU's NumPy forms: float32 ops one at a time (compiled with --fmad=false), the
-float64 steps of glibc's logf and of the erfinv polynomial included, so `normal`
-gives the CPU's bits too.  The keys stay on the device: no host round trip.  The logf
-tables live in global memory, not `__constant__`: threads index them differently, which
-the constant cache would serialize.
+erfinv polynomial's fused multiply-adds as `fmaf` (the CPU rounds them once too,
+`special.fma_f32`) and the float64 steps of glibc's logf, so `normal` gives the CPU's
+bits.  The keys stay on the device: no host round trip.  The logf tables live in global
+memory, not `__constant__`: threads index them differently, which the constant cache
+would serialize.
 """
 from __future__ import annotations
 
@@ -72,14 +73,14 @@ __device__ float logf_glibc(float x) {
 }
 __device__ __forceinline__ float horner(const float* c, int m, float t) {
   float p = c[0];
-  for (int j = 1; j < m; ++j) p = (float)((double)p * (double)t + (double)c[j]);
+#pragma unroll
+  for (int j = 1; j < m; ++j) p = fmaf(p, t, c[j]);
   return p;
 }
 __device__ float erfinv_f32(float a) {
   const float tail[9] = {%(tail)s};
   const float core[10] = {%(core)s};
-  double a64 = (double)a;
-  float t = logf_glibc((float)(1.0 - a64 * a64));
+  float t = logf_glibc(fmaf(a, -a, 1.0f));
   float p = fabsf(t) > 6.125f ? horner(tail, 9, t) : horner(core, 10, t);
   return a * p;
 }

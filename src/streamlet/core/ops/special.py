@@ -14,16 +14,48 @@ _ERFINV_CORE = (5.43877832e-9, 1.43285448e-7, 1.22774793e-6, 1.12963626e-7, -5.6
                 -1.47697632e-4, 2.31468678e-3, 1.15392581e-2, -2.32015476e-1, 8.86226892e-1)
 
 
-def _horner_f32(xp, coeffs, t):
-    """Evaluate a polynomial in float32 as MLX does with fused multiply-adds.
+def fma_f32(xp, x, y, c):
+    """x * y + c rounded to float32 once, as a fused multiply-add: float64 arrays (or
+    scalars) holding float32 values.
 
-    A float32 product is exact in float64, so one float64 multiply-add rounded to
-    float32 reproduces the fused operation (up to a rare double rounding).
+    The product is exact in float64, so the float64 sum s is the double nearest the exact
+    sum, and rounding s to float32 rounds the exact sum correctly, except where s lies
+    exactly halfway between two float32 values and the exact sum does not (a double
+    rounding): there the sum's rounding error, exact by Knuth's TwoSum, picks the side.
     """
+    prod = x * y
+    s = prod + c
+    f = s.astype(np.float32)
+    if xp is not np:  # no host read of a device's flags: every lane takes the exact path
+        return _tie_side(xp, prod, c, s, f)
+    s, f = np.asarray(s), np.asarray(f)
+    # a float32 tie among normal values has float64 bits ...1000...0 (29 low bits); the
+    # subnormal range is left to the exact test
+    tie = ((s.view(np.uint64) & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)) | \
+        (np.abs(s) < 2.0 ** -125)
+    if tie.any():
+        prod, c = np.broadcast_to(prod, s.shape), np.broadcast_to(c, s.shape)
+        f[tie] = _tie_side(np, prod[tie], c[tie], s[tie], f[tie])
+    return f
+
+
+def _tie_side(xp, prod, c, s, f):
+    """fma_f32's result from prod = x * y (exact), the sum s and its float32 rounding f."""
+    f64 = f.astype(np.float64)
+    d = s - f64  # exact: s is within half a float32 ulp of f
+    g = f64 + 2 * d  # s's other float32 neighbour, when s is a tie
+    tie = (d != 0) & (g.astype(np.float32).astype(np.float64) == g) & (g - s == d)
+    b = s - prod
+    err = (prod - (s - b)) + (c - b)  # the exact sum is s + err
+    return xp.where(tie & (err != 0) & ((err > 0) == (d > 0)), g.astype(np.float32), f)
+
+
+def _horner_f32(xp, coeffs, t):
+    """Evaluate a polynomial in float32 as MLX does, with fused multiply-adds."""
     t64 = t.astype(np.float64)
     p = xp.full(t.shape, coeffs[0], dtype=np.float32)
     for c in coeffs[1:]:
-        p = (p.astype(np.float64) * t64 + np.float64(np.float32(c))).astype(np.float32)
+        p = fma_f32(xp, p.astype(np.float64), t64, np.float64(np.float32(c)))
     return p
 
 
@@ -88,7 +120,7 @@ def erfinv_f32(xp, a):
     """Inverse error function of a float32 array, as MLX's CPU computes it (bit for bit)."""
     a = a.astype(np.float32, copy=False)
     a64 = a.astype(np.float64)
-    t = logf_glibc(xp, (1.0 - a64 * a64).astype(np.float32))
+    t = logf_glibc(xp, fma_f32(xp, a64, -a64, 1.0))  # MLX's fma(a, -a, 1)
     tail = xp.abs(t) > np.float32(6.125)
     if xp is not np or tail.any():  # a device's flags read here would wait for it
         p = xp.where(tail, _horner_f32(xp, _ERFINV_TAIL, t), _horner_f32(xp, _ERFINV_CORE, t))

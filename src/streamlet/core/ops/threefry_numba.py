@@ -3,7 +3,7 @@
 Pure NumPy spends most of its time re-reading buffers (about 110 passes per chunk for the
 hash and 60 for erfinv), which caps it at about MLX's speed; one compiled loop per chunk
 keeps each value in registers.  Every function rounds as its NumPy twin in threefry.py and
-special.py does (float32 products, fused multiply-adds emulated in float64), and
+special.py does (float32 products, fused multiply-adds rounded once as special.fma_f32), and
 tests/test_random.py checks that the two paths give identical bits.
 """
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _erfinv_signed_unit(w, out, tbuf):
         a = u * np.float32(2) + NORMAL_LOW
         out[j] = a
         a64 = np.float64(a)
-        tbuf[j] = np.float32(1.0 - a64 * a64)
+        tbuf[j] = _fma(a64, -a64, 1.0)
     tbits = tbuf.view(np.uint32)
     for j in range(n):
         t = tbuf[j]
@@ -100,8 +100,26 @@ def _horner(c, t64):
     """A float32 polynomial with fused multiply-adds, as special._horner_f32."""
     p = np.float32(c[0])
     for m in range(1, len(c)):
-        p = np.float32(np.float64(p) * t64 + c[m])
+        p = _fma(np.float64(p), t64, c[m])
     return p
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _fma(x, y, c):
+    """special.fma_f32 of one value: x * y + c (float32 values) rounded once to float32."""
+    prod = x * y
+    s = prod + c
+    f = np.float32(s)
+    f64 = np.float64(f)
+    d = s - f64
+    if d == 0:
+        return f
+    g = f64 + 2 * d
+    if np.float64(np.float32(g)) != g or g - s != d:  # s is no float32 tie
+        return f
+    b = s - prod
+    err = (prod - (s - b)) + (c - b)
+    return np.float32(g) if err != 0 and (err > 0) == (d > 0) else f
 
 
 @_jit
