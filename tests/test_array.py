@@ -151,6 +151,16 @@ def test_repr_matches_mlx(mlx, make):
     assert repr(make(mx)) == repr(make(mlx))
 
 
+def test_reprlib_shows_arrays_of_any_size():
+    """reprlib (pytest's failure messages) looks arrays up by their type name, `array`."""
+    import array as std_array
+    import reprlib
+    big = mx.arange(64).reshape(8, 8)
+    text = reprlib.repr(big)  # shortened by reprlib, not refused
+    assert text.startswith("array([[0, 1") and text.endswith("dtype=int32)")
+    assert reprlib.repr(std_array.array("i", [1, 2])) == "array('i', [1, 2])"
+
+
 def test_len_iter_bool():
     a = mx.arange(6).reshape(3, 2)
     assert len(a) == 3

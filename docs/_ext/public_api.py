@@ -53,6 +53,8 @@ def load(modname: str):
     try:
         return importlib.import_module(modname)
     except ImportError:
+        if not head:
+            raise
         return getattr(load(head), tail)
 
 

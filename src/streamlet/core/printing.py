@@ -5,8 +5,10 @@ three items at each end of any axis longer than six, and never wraps lines.
 """
 from __future__ import annotations
 
+import array as _std_array
 import contextlib
 import math
+import reprlib
 
 import numpy as np
 
@@ -108,3 +110,17 @@ def format_array(data: np.ndarray, dtype) -> str:
 
 __all__ = ["PrintOptions", "format_array", "get_printoptions", "printoptions",
            "set_printoptions"]
+
+
+# reprlib (pytest's failure messages, debuggers) picks its method by type name, and ours is
+# `array`, as the standard library's: that method would ask an array's truth value.
+_std_repr_array = reprlib.Repr.repr_array
+
+
+def _repr_array(self, x, level):
+    if isinstance(x, _std_array.array):
+        return _std_repr_array(self, x, level)
+    return self.repr_instance(x, level)
+
+
+reprlib.Repr.repr_array = _repr_array
