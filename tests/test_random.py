@@ -567,3 +567,22 @@ def test_fma_f32_where_one_float64_rounding_is_wrong():
     assert differ.size > 10  # the construction meets double roundings
     for i in differ[:50]:
         assert once[i] == _exact_fma(x[i], y[i], c[i]) != twice[i]
+
+
+@pytest.mark.skipif(not mx.is_available(mx.gpu), reason="no CUDA GPU here")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int32"])
+def test_erfinv_on_the_gpu_gives_the_cpus_bits(dtype):
+    """The GPU's erfinv is one kernel (fmaf, glibc's logf) with the CPU's roundings.  Its
+    inputs and results are normal floats: CuPy builds kernels flushing float32 subnormals
+    (docs/differences.rst)."""
+    x = np.arange(0x01000000, 0x3F800000, 3989, dtype=np.uint32).view(np.float32)
+    x = np.concatenate([x, -x, np.float32([1, -1, 0, -0.0, 2, -3, np.inf, np.nan])])
+    if dtype == "int32":
+        x = np.array([-2, -1, 0, 1, 3], np.int32)
+    a = mx.array(x).astype(getattr(mx, dtype))
+    gpu, cpu = mx.erfinv(a, stream=mx.gpu), mx.erfinv(a, stream=mx.cpu)
+    assert gpu.dtype == cpu.dtype
+    g, c = (np.array(v).astype(np.float32) for v in (gpu, cpu))
+    nan = np.isnan(c)  # NaN's bits are the hardware's own
+    np.testing.assert_array_equal(np.isnan(g), nan)
+    np.testing.assert_array_equal(g[~nan].view(np.uint32), c[~nan].view(np.uint32))

@@ -127,6 +127,10 @@ extern "C" __global__ void erfinv_unit(const unsigned int* k, float* o, long lon
                                        long long nk, float up) { fill<2, float>(k, o, n, nk, up); }
 extern "C" __global__ void normal(const unsigned int* k, float* o, long long n,
                                   long long nk, float up) { fill<3, float>(k, o, n, nk, up); }
+extern "C" __global__ void erfinv_each(const float* a, float* o, long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) o[i] = erfinv_f32(a[i]);
+}
 """
 
 
@@ -148,13 +152,13 @@ _module = {}
 _NAMES = {WORDS: "words", UNIT: "unit", ERFINV_UNIT: "erfinv_unit", NORMAL: "normal"}
 
 
-def _kernel(mode):
+def _kernel(name):
     dev = cp.cuda.runtime.getDevice()
     mod = _module.get(dev)
     if mod is None:
         mod = _module[dev] = cp.RawModule(code=_source(), options=("--std=c++17",
                                                                     "--fmad=false"))
-    return mod.get_function(_NAMES[mode])
+    return mod.get_function(name)
 
 
 def fill(keys, n, mode, upper=None):
@@ -166,7 +170,7 @@ def fill(keys, n, mode, upper=None):
     threads = (n - n // 2) * nk
     if threads:
         block = 256
-        _kernel(mode)(((threads + block - 1) // block,), (block,),
+        _kernel(_NAMES[mode])(((threads + block - 1) // block,), (block,),
                       (keys, out, np.int64(n), np.int64(nk), np.float32(upper)))
     return out
 
@@ -176,6 +180,19 @@ def bits(xp, keys, nbytes, npdtype, shape):
     n = (nbytes + 3) // 4
     raw = fill(keys, n, WORDS).view(cp.uint8)[:, :nbytes].reshape(-1)
     return raw.view(npdtype).reshape(keys.shape[:-1] + tuple(shape))
+
+
+def erfinv(xp, a, dtype=None):
+    """The elementwise erfinv, one kernel giving the CPU's bits (`special.erfinv_f32`);
+    `dtype` as the CPU kernel's (half inputs compute in float32 and round once)."""
+    out_dtype = a.dtype if dtype is None else np.dtype(dtype)
+    x = cp.ascontiguousarray(a, dtype=cp.float32)
+    out = cp.empty(x.shape, cp.float32)
+    if x.size:
+        block = 256
+        _kernel("erfinv_each")(((x.size + block - 1) // block,), (block,),
+                          (x, out, np.int64(x.size)))
+    return out.astype(out_dtype, copy=False)
 
 
 def _round_bf16(x):

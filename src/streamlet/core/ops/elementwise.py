@@ -353,9 +353,14 @@ _UFUNCS = {name: getattr(np, name) for name in (
     "bitwise_xor")}
 _UFUNCS.update(abs=np.absolute, divide=np.true_divide)
 
+# The rows with a GPU kernel of their own (the others run their kernel on CuPy arrays):
+# erfinv's emulated fused multiply-adds would be hundreds of CuPy launches.
+_GPU = {"erfinv": b.GpuKernel("streamlet.backend.cuda_random:erfinv")}
+
 for _name, _row in UNARY.items():
     _fn = _row[0] if _name in _OWN_PRECISION else _in_float32(_row[0])
-    globals()[_name] = factory.unary(_name, _fn, *_row[1:], ufunc=_UFUNCS.get(_name))
+    globals()[_name] = factory.unary(_name, _fn, *_row[1:], ufunc=_UFUNCS.get(_name),
+                                     gpu=_GPU.get(_name))
 for _name, _row in BINARY.items():
     globals()[_name] = factory.binary(_name, *_row, ufunc=_UFUNCS.get(_name))
 for _name, _target in ALIASES.items():

@@ -28,18 +28,19 @@ def _cast_binary(fn):
     return kernel
 
 
-def unary(name, fn, rule, refused, deriv, ufunc=None):
+def unary(name, fn, rule, refused, deriv, ufunc=None, gpu=None):
     """`op(a, stream=None)` computing `fn(xp, a)`; `rule` maps the input dtype to the output's.
 
     Only `dt.to_inexact` changes the dtype the op computes in (integers become
     float32); other rules describe the output alone (abs of complex, predicates).
     `deriv` is the derivative column the transform rules use (`rules.from_derivative`).
-    `ufunc`, if given, computes what `fn` does (`Primitive.donate`).
+    `ufunc`, if given, computes what `fn` does (`Primitive.donate`); `gpu`, if given, is
+    the GPU kernel `gpu(xp, a, dtype=None)` (`dtype`: the dtype computed in).
     """
     transforms = dict(rules.from_derivative(deriv, name), vmap=rules.elementwise_vmap,
                       shape=rules.broadcast_shape)
-    direct = b.make(name, fn, donate=ufunc, **transforms)
-    casting = b.make(name, _cast_unary(fn), **transforms)
+    direct = b.make(name, fn, gpu=gpu, donate=ufunc, **transforms)
+    casting = b.make(name, _cast_unary(fn), gpu=gpu, **transforms)
     as_array, node, resolve = b.as_array, b.node, b.resolve
 
     def op(a, /, *, stream=None):
