@@ -184,7 +184,8 @@ def execute(node, args):
     with h.device, h.stream:
         held = []
         dev_args = [_device_arg(a, inp, h, held) for a, inp in zip(args, node.inputs)]
-        dev_args = [cp.asarray(a) if isinstance(a, np.generic) else a for a in dev_args]
+        if prim.gpu is None or not prim.gpu.host_scalars:
+            dev_args = [cp.asarray(a) if isinstance(a, np.generic) else a for a in dev_args]
         params = own_params = node.params or {}
         out_bf16 = node.dtype.name == "bfloat16"
         kernel = prim.gpu or prim.kernel
@@ -218,20 +219,26 @@ _fusion_specs: dict = {}  # (primitive, params dtype, last input's, output's) ->
 
 def _fusion_spec(prim, node):
     compute = node.params.get("dtype") if node.params else None
-    key = (prim, compute, node.inputs[-1].dtype, node.dtype)
+    return fusion_spec(prim, compute, node.inputs[-1].dtype, node.dtype, len(node.inputs))
+
+
+def fusion_spec(prim, compute, last_in, out, n_inputs):
+    """The generated-kernel spec of an elementwise op: `compute` its params' dtype (None:
+    its inputs'), `last_in` and `out` its last input's and its output's dtypes."""
+    key = (prim, compute, last_in, out)
     spec = _fusion_specs.get(key, False)
     if spec is False:
-        name, out_np = prim.name, node.dtype.np
+        name, out_np = prim.name, out.np
         if name == "astype":  # float -> int converts from the float (see fuse.X86_CASTS)
-            src = node.inputs[-1].dtype.np
+            src = last_in.np
             compute = src if fuse.x86_cast(CTYPE.get(src), CTYPE.get(out_np)) else out_np
         elif compute is None:  # inputs already of the dtype the op computes in
-            compute = node.inputs[-1].dtype.np
+            compute = last_in.np
         compute_t, out_t = CTYPE.get(np.dtype(compute)), CTYPE.get(out_np)
         spec = None
         if fuse.can_fuse(name, compute_t, out_t):
-            n = len(node.inputs)
-            types = ("bool",) + (compute_t,) * (n - 1) if name == "where" else (compute_t,) * n
+            types = ("bool",) + (compute_t,) * (n_inputs - 1) if name == "where" else \
+                (compute_t,) * n_inputs
             spec = fuse.spec_of(name, compute_t, out_t, types)
         _fusion_specs[key] = spec
     return spec
@@ -404,7 +411,7 @@ def _compute(plan, h, retain=False):
     for d in shape:
         n *= d
     try:
-        leaves = [_flat_leaf(a, shape) for a in plan.leaves]
+        leaves = [flat_leaf(a, shape) for a in plan.leaves]
         outs = [_ndarray(shape, r.dtype) for r in roots]
     except _OOM as exc:
         raise out_of_memory(roots[0].spec[1], h, exc) from None
@@ -417,7 +424,7 @@ def _compute(plan, h, retain=False):
         r.args = None
 
 
-def _flat_leaf(a, shape):
+def flat_leaf(a, shape):
     if a.size == 1 or (a.shape == shape and a.flags.c_contiguous):
         return a
     return cp.ascontiguousarray(cp.broadcast_to(a, shape))
@@ -430,13 +437,7 @@ def _launch(plan, leaves, outs, n, h):
     pointers = [a.data.ptr for a in leaves]
     pointers += [o.data.ptr for o in outs]
     scalar = tuple([a.size == 1 and n != 1 for a in leaves])
-    vec = 1
-    if n >= 4:
-        vec = 4
-        for a, p in zip(leaves + outs, pointers):
-            if p % (4 * a.itemsize) and not (a.size == 1 and n != 1):
-                vec = 1
-                break
+    vec = fuse.vector_width(leaves + outs, pointers, n)
     key = (tuple(plan.specs), tuple([a.dtype for a in leaves]), scalar,
            tuple([c.dtype for c in plan.consts]), tuple([o.dtype for o in outs]),
            tuple(plan.outputs), vec, h.index)
@@ -449,15 +450,9 @@ def _launch(plan, leaves, outs, n, h):
 
 
 def _launch_entry(plan, leaves, outs, scalar, vec, h):
-    leaf_types = tuple(CTYPE[a.dtype] for a in leaves)
-    const_types = tuple(CTYPE[c.dtype] for c in plan.consts)
-    out_types = tuple(CTYPE[o.dtype] for o in outs)
-    key = (tuple(plan.specs), leaf_types, scalar, const_types, out_types,
-           tuple(plan.outputs), vec)
-    fptr = fuse.kernel_for(key, h.index, lambda: fuse.source(
-        plan.specs, leaf_types, scalar, const_types, out_types, plan.outputs, vec))
-    codes = "".join(fuse.const_code(t) for t in const_types)
-    return fptr, tuple(c == "d" for c in codes), codes
+    return fuse.compiled(tuple(plan.specs), tuple(CTYPE[a.dtype] for a in leaves), scalar,
+                         tuple(CTYPE[c.dtype] for c in plan.consts),
+                         tuple(CTYPE[o.dtype] for o in outs), tuple(plan.outputs), vec, h.index)
 
 
 def _flush(h):

@@ -419,5 +419,25 @@ def launch(fptr, stream_ptr, pointers, n, consts, const_codes, vec):
     driver.launchKernel(fptr, grid, 1, 1, BLOCK, 1, 1, 0, stream_ptr, 0, p.extra_ptr)
 
 
+def vector_width(arrays, pointers, n):
+    """4 (elements a thread reads and writes at once) when every operand but the
+    broadcast scalars is aligned for it, else 1."""
+    if n < 4:
+        return 1
+    for a, p in zip(arrays, pointers):
+        if p % (4 * a.itemsize) and not (a.size == 1 and n != 1):
+            return 1
+    return 4
+
+
+def compiled(specs, leaf_types, scalar, const_types, out_types, outputs, vec, device):
+    """A plan's kernel on `device` and how its constants are passed to `launch`: (function
+    pointer, which constants are floats, their struct codes)."""
+    key = (specs, leaf_types, scalar, const_types, out_types, outputs, vec)
+    fptr = kernel_for(key, device, lambda: source(*key))
+    codes = "".join(const_code(t) for t in const_types)
+    return fptr, tuple(c == "d" for c in codes), codes
+
+
 def const_code(t):
     return "d" if t in _FLOATS else ("Q" if t == "unsigned long long" else "q")

@@ -17,6 +17,7 @@ import os
 
 from . import trees
 from .array import array, wrap
+from .dtypes import float64 as _F64
 from .graph import TRACING, Node
 from .fusion import fuse
 from .ops.build import SELECT
@@ -50,13 +51,15 @@ class Tape:
     """A traced function: values 0..n_inputs-1 are the call's inputs, then the trace's
     constants, then one value per step; `outputs` index the values.  `fused` is the
     same program with elementwise runs of CPU steps made single nodes (`fusion.py`),
-    used unless a transform traces the call (its rules need the single ops)."""
+    and `gpu_fused`, made at the first replay on a GPU, the GPU's; both are used unless
+    a transform traces the call (its rules need the single ops)."""
 
     def __init__(self, n_inputs, constants, steps, outputs, result, n_state, shapeless):
         self.n_inputs, self.constants, self.steps = n_inputs, constants, steps
         self.outputs, self.result, self.n_state = outputs, result, n_state
         self.shapeless = shapeless
         self.fused = fuse(steps, outputs, n_inputs + len(constants))
+        self.gpu_fused = self.gpu_refuses = None  # known at the first replay on a GPU
         if shapeless:
             for st in steps:
                 if st.prim.shape is None and st.prim is not SELECT:
@@ -70,7 +73,14 @@ class Tape:
         current = resolve(None)
         traced = TRACING.depth and any(v.tracer for v in values[:self.n_inputs])
         steps, outputs = self.steps, self.outputs
-        if not traced and self.fused is not None and current.stream.device.type.value == 0:
+        if current.gpu:
+            if self.gpu_refuses is None:
+                self._for_gpu(values)
+            if self.gpu_refuses:
+                raise ValueError("float64 is not supported on the GPU")  # as array.node
+            if not traced and self.gpu_fused:
+                steps, outputs = self.gpu_fused
+        elif not traced and self.fused is not None:
             steps, outputs = self.fused
         shapeless = self.shapeless
         for s in steps:
@@ -87,6 +97,15 @@ class Tape:
                         break
             values.append(n)
         return [wrap(values[i]) for i in outputs]
+
+    def _for_gpu(self, values):
+        """Whether a step on the caller's stream computes in float64, which the GPU
+        refuses, and the GPU's fused program (none for shapeless replays)."""
+        dtypes = [v.dtype for v in values] + [s.dtype for s in self.steps]
+        self.gpu_refuses = any(s.stream is None and (s.dtype is _F64 or any(
+            dtypes[r] is _F64 for r in s.refs)) for s in self.steps)
+        self.gpu_fused = () if self.shapeless else \
+            fuse(self.steps, self.outputs, len(values), gpu_dtypes=dtypes[:len(values)]) or ()
 
 
 def _new_shape(step, ins):

@@ -5,20 +5,24 @@ node whose kernel calls their kernels in turn, so the scheduler sees one node wh
 the trace had many; values it computes that other steps or the outputs read are its
 results.  Steps whose op is one NumPy ufunc (`Primitive.donate`) write into the buffer
 of a value they read for the last time, where nothing else can read it: one the run
-computed, or an input the CPU backend donates (`core.donation`).  The CUDA backend fuses elementwise work itself when it executes a batch, so
-GPU replays use the unfused program.
+computed, or an input the CPU backend donates (`core.donation`).
+
+A replay on the GPU has a program of its own, made at its first call: runs of steps of
+one shape that the CUDA backend's generated kernels compute, each one node whose GPU
+kernel launches them without the per-op work of the backend's own fusion
+(`backend.cuda_compiled`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .donation import DONATES as _DONATES
-from .graph import Primitive
+from .graph import GpuKernel, Primitive
 from .ops.build import SELECT, make
 from .ops.rules import elementwise_vmap
 
 
-def _runs(xp, *args, program, results, prims, out=None):
+def _runs(xp, *args, program, results, prims, out=None, gpu_run=None):
     values = list(args)
     # buffers a ufunc step may write into once they are read for the last time: ones a
     # ufunc step made (never an alias of anything) and the donated input, until a step
@@ -80,36 +84,63 @@ def _multi_shape(params, *shapes):
 
 _FUSED = Primitive("compiled", _runs, shape=_single_shape, donate=_runs_into)
 _FUSED_MULTI = make("compiled", _runs, multi=True, shape=_multi_shape)
+_ON_GPU = "streamlet.backend.cuda_compiled:"
+_FUSED_GPU = Primitive("compiled", _runs, GpuKernel(_ON_GPU + "execute", host_scalars=True),
+                       shape=_single_shape)
+_FUSED_GPU_MULTI = make("compiled", _runs, GpuKernel(_ON_GPU + "execute_boxed",
+                                                     host_scalars=True),
+                        multi=True, shape=_multi_shape)
 
 
-def _fusable(step):
+def _cpu_fusable(steps, first):
     from .ops.creation import _ASTYPE
     from .ops.shape import _BROADCAST
-    p = step.prim
-    return p.vmap is elementwise_vmap or p is _BROADCAST or p is _ASTYPE
+
+    def fusable(k):
+        s = steps[k]
+        p = s.prim
+        return (s.stream is None or not s.stream.gpu) and (
+            p.vmap is elementwise_vmap or p is _BROADCAST or p is _ASTYPE)
+    return fusable
 
 
-def fuse(steps, outputs, first):
+def _gpu_specs(steps, first, dtypes):
+    """Each step's generated-kernel spec on the GPU (None: it runs alone); `dtypes` are
+    those of the values before the steps."""
+    from ..backend.cuda_compiled import step_spec
+    dtypes = list(dtypes) + [s.dtype for s in steps]
+    return [step_spec(s.prim, s.params, [dtypes[r] for r in s.refs], s.dtype)
+            if (s.stream is None or s.stream.gpu) and s.refs else None for s in steps]
+
+
+def fuse(steps, outputs, first, gpu_dtypes=None):
     """`(steps, outputs)` with fused runs, or None when nothing fuses.  Step k computes
-    value `first + k`; `outputs` index values."""
+    value `first + k`; `outputs` index values.  With `gpu_dtypes` (the dtypes of the
+    values before the steps) the program is the GPU's."""
     from .compile import _Step
     from .dot import label
     consumers = {}
     for k, s in enumerate(steps):
         for r in s.refs:
             consumers.setdefault(r, []).append(first + k)
+    if gpu_dtypes is None:
+        specs, fusable = None, _cpu_fusable(steps, first)
+    else:
+        specs = _gpu_specs(steps, first, gpu_dtypes)
+        fusable = specs.__getitem__
     group_of = {}
     groups = []
     for k in range(len(steps) - 1, -1, -1):  # roots first: later steps absorb producers
         v = first + k
-        if v in group_of or not _fusable(steps[k]):
+        if v in group_of or not fusable(k):
             continue
         members, stack, root = {v}, [v], v
         while stack:
             for r in steps[stack.pop() - first].refs:
-                if r < first or r in group_of or r in members or not _fusable(steps[r - first]):
+                if r < first or r in group_of or r in members or not fusable(r - first):
                     continue
-                if steps[r - first].stream is not steps[k].stream:
+                if steps[r - first].stream is not steps[k].stream or (
+                        specs is not None and steps[r - first].shape != steps[k].shape):
                     continue
                 # a value read outside the run must be read after the run's last step,
                 # or that reader could feed the run (a cycle)
@@ -157,17 +188,25 @@ def fuse(steps, outputs, first):
         name = "compiled" + "".join(label(steps[m - first].prim) for m in members)
         params = {"program": tuple(program), "results": tuple(local[m] for m in results),
                   "prims": tuple(steps[m - first].prim for m in members)}
+        single, several = _FUSED, _FUSED_MULTI
+        if specs is not None:
+            from ..backend.cuda_compiled import plan
+            params["gpu_run"] = plan([specs[m - first] for m in members],
+                                     [p[1] for p in program],
+                                     [steps[m - first].dtype for m in members], len(ins),
+                                     params["results"], steps[members[-1] - first].shape)
+            single, several = _FUSED_GPU, _FUSED_GPU_MULTI
         refs = tuple(where[r] for r in ins)
         stream = steps[members[-1] - first].stream
         if len(results) == 1:
             last = steps[results[0] - first]
             where[results[0]] = first + len(new_steps)
-            new_steps.append(_Step(_named(_FUSED, name), refs, last.shape, last.dtype, params,
+            new_steps.append(_Step(_named(single, name), refs, last.shape, last.dtype, params,
                                    stream))
             continue
         outs = tuple((steps[m - first].shape, steps[m - first].dtype) for m in results)
         box = first + len(new_steps)
-        new_steps.append(_Step(_named(_FUSED_MULTI, name), refs, (), outs[0][1],
+        new_steps.append(_Step(_named(several, name), refs, (), outs[0][1],
                                dict(params, outs=outs), stream))
         for i, m in enumerate(results):
             where[m] = first + len(new_steps)
@@ -178,5 +217,5 @@ def fuse(steps, outputs, first):
 
 def _named(prim, name):
     """`prim` under the name that lists what it fuses (MLX's `CompiledMultiplyAdd`)."""
-    return Primitive(name[0].upper() + name[1:], prim.kernel, multi=prim.multi,
+    return Primitive(name[0].upper() + name[1:], prim.kernel, prim.gpu, multi=prim.multi,
                      shape=prim.shape, donate=prim.donate)

@@ -64,13 +64,15 @@ class GpuKernel:
     parameters as float32, the result rounded back), "own" (float32 inputs but the node's
     own dtype parameters: it rounds as the CPU does, and returns float32 holding bfloat16
     values) or "bits" (inputs and result as their uint16 bits: a reinterpretation).
+    `host_scalars`: NumPy scalar inputs arrive as they are, not copied to the device (the
+    kernel passes them as launch parameters).
     """
 
-    __slots__ = ("_fn", "path", "bfloat16")
+    __slots__ = ("_fn", "path", "bfloat16", "host_scalars")
 
-    def __init__(self, fn, bfloat16="float32"):
+    def __init__(self, fn, bfloat16="float32", host_scalars=False):
         self._fn, self.path = (None, fn) if isinstance(fn, str) else (fn, None)
-        self.bfloat16 = bfloat16
+        self.bfloat16, self.host_scalars = bfloat16, host_scalars
 
     def __call__(self, xp, *args, **params):
         fn = self._fn
