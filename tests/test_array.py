@@ -1,6 +1,5 @@
 """The lazy array's Python surface: construction, properties, reads, repr, operators, indexing."""
 import operator
-import sys
 
 import ml_dtypes
 import numpy as np
@@ -89,22 +88,23 @@ def test_numpy_conversion():
     assert out.dtype == np.int16 and out.shape == (2, 3)
     np.testing.assert_array_equal(out, np.arange(6).reshape(2, 3) * 2)
     assert np.array(a, dtype=np.float64).dtype == np.float64
-    assert np.asarray(mx.array([1.5], dtype=mx.bfloat16)).dtype == ml_dtypes.bfloat16
+    with pytest.raises(ValueError, match="bfloat16"):  # MLX's buffer format: NumPy refuses it
+        np.asarray(mx.array([1.5], dtype=mx.bfloat16))
     c = np.array(a, copy=True)
     c[0, 0] = 99
     assert a[0, 0].item() == 0
     assert np.from_dlpack(a).tolist() == out.tolist()
 
 
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="Python < 3.12 has no __buffer__")
 def test_buffer_protocol(on_cpu):
-    """MLX's buffer: writable, the array's strides, 'q'/'Q' for 8-byte ints, and the
-    memoryview keeps the array alive."""
+    """MLX's buffer on every CPython (3.10 and 3.11 through the `_buffer` extension):
+    writable, the array's strides, 'q'/'Q' for 8-byte ints, and the memoryview keeps
+    the array alive."""
     import weakref
     a = mx.arange(4, dtype=mx.int32) + 1
     mv = memoryview(a)
     assert mv.format in ("i", "<i", "=i") and mv.shape == (4,) and mv.tolist() == [1, 2, 3, 4]
-    assert not mv.readonly
+    assert not mv.readonly and mv.obj is a
     t = memoryview(mx.arange(6).reshape(2, 3).T)
     assert (t.shape, t.strides, t.c_contiguous) == ((3, 2), (4, 12), False)
     assert memoryview(mx.zeros(2, mx.int64)).format == "q"
@@ -114,6 +114,38 @@ def test_buffer_protocol(on_cpu):
     assert ref() is not None
     del mv
     assert ref() is None
+
+
+BUFFER_DTYPES = ["bool_", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32",
+                 "int64", "float16", "float32", "bfloat16", "complex64"]
+
+
+@pytest.mark.parametrize("dtype", BUFFER_DTYPES)
+def test_buffer_matches_mlx(mlx, on_cpu, dtype):
+    """memoryview of every dtype, plain and transposed, as MLX's: format (bfloat16's is
+    MLX's own "bfloat16"), shape, strides, itemsize, writability and the bytes."""
+    values = np.random.default_rng(7).uniform(-50, 50, (3, 4))
+    for f in (lambda x: x, lambda x: x.T):
+        ours = memoryview(f(mx.array(values).astype(getattr(mx, dtype))))
+        theirs = memoryview(f(mlx.array(values).astype(getattr(mlx, dtype))))
+        assert ours.format.rstrip("\0") == theirs.format.rstrip("\0")
+        assert (ours.shape, ours.strides, ours.itemsize, ours.readonly) == \
+            (theirs.shape, theirs.strides, theirs.itemsize, theirs.readonly)
+        assert ours.tobytes() == theirs.tobytes()
+
+
+def test_buffer_writes_reach_the_array_and_errors_propagate(on_cpu):
+    """A write through the buffer is a write to the array (as in MLX); a failed
+    computation raises its RuntimeError from memoryview() instead of lending data."""
+    a = mx.zeros((2, 2), mx.float32)
+    np.asarray(memoryview(a))[1, 0] = 5.0
+    assert a.tolist() == [[0.0, 0.0], [5.0, 0.0]]
+    assert bytes(mx.array([1, 2], mx.uint8)) == b"\x01\x02"
+    failed = mx.linalg.inv(mx.zeros((2, 2)))
+    with pytest.raises(RuntimeError, match="singular"):
+        memoryview(failed)
+    with pytest.raises(RuntimeError, match="singular"):
+        bytes(failed + 1)
 
 
 @requires_gpu

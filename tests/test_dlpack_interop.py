@@ -17,7 +17,7 @@ VALUES = [1.5, -2.0, 3.140625, 0.0, -0.0, float("inf"), 1e-40, 65280.0]
 def bits(x) -> list:
     """The bfloat16 bit patterns of a NumPy, PyTorch, JAX or streamlet array."""
     if isinstance(x, mx.array):  # its host copy: what the DLPack tests check, not mx.view
-        x = np.asarray(x).view(np.uint16)
+        x = x.__array__().view(np.uint16)  # (np.asarray raises for bfloat16, as in MLX)
     elif type(x).__module__.startswith("torch"):
         import torch
         x = x.cpu().contiguous().view(torch.int16).numpy()  # a CUDA tensor too

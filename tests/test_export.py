@@ -26,7 +26,7 @@ def _same(got, want, rtol=1e-6, atol=1e-6):
     assert len(got) == len(want)
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
-        np.testing.assert_allclose(np.array(g), np.array(w), rtol=rtol, atol=atol)
+        np.testing.assert_allclose(g.__array__(), w.__array__(), rtol=rtol, atol=atol)
 
 
 # -- random programs ---------------------------------------------------------------------------

@@ -12,8 +12,13 @@ from .memory import TRACK_BYTES, track as track_memory
 from .scheduler import StreamError
 from .stream import resolve
 
+try:
+    from ._buffer import Exporter as _Exporter  # the buffer protocol on every CPython
+except ImportError:  # not compiled (no C compiler at install): CPython 3.12's __buffer__
+    _Exporter = object
 
-class array:
+
+class array(_Exporter):
     """An N-dimensional array, evaluated lazily: `mx.array([1, 2, 3]).tolist() == [1, 2, 3]`.
 
     The array is a handle to a graph node (`_node`), as in MLX.  In-place operators and
@@ -112,11 +117,19 @@ class array:
             view.flags.writeable = False
         return view
 
-    def __buffer__(self, flags):
+    def _buffer_source(self):
+        """What the buffer protocol lends (`_buffer.c`): a NumPy view of the evaluated
+        data, and the format MLX gives where NumPy's differs (else None)."""
         view = self._view(self._host())
+        if self._dtype is dt.bfloat16:  # NumPy exports no bfloat16: its bits, named as MLX
+            return view.view(np.uint16), b"bfloat16"
         if view.dtype.char in "lL":  # 8-byte ints as MLX exports them: 'q'/'Q', not 'l'/'L'
             view = view.view("q" if view.dtype.char == "l" else "Q")
-        return memoryview(view)
+        return view, None
+
+    if _Exporter is object:
+        def __buffer__(self, flags):
+            return memoryview(self._buffer_source()[0])
 
     def __format__(self, spec):
         if self._shape:

@@ -47,7 +47,7 @@ def _path(file, suffix):
 def _host(arr, op) -> np.ndarray:
     if not isinstance(arr, array):
         raise TypeError(f"[{op}] Expected an mlx array, got {type(arr).__name__}.")
-    return np.asarray(arr)
+    return arr.__array__()  # not np.asarray: NumPy reads no bfloat16 buffer
 
 
 def save(file, arr):
@@ -87,7 +87,7 @@ def save_safetensors(file, arrays, metadata=None):
         a = arrays[name]
         if not isinstance(a, array):
             raise TypeError(f"[{op}] Expected mlx arrays, got {type(a).__name__} for {name!r}.")
-        data = np.ascontiguousarray(np.asarray(a))
+        data = np.ascontiguousarray(a.__array__())
         raw = data.astype(data.dtype.newbyteorder("<"), copy=False).tobytes()
         header[name] = {"dtype": _ST_CODES[a.dtype.name], "shape": list(a.shape),
                         "data_offsets": [offset, offset + len(raw)]}
@@ -110,8 +110,8 @@ def save_gguf(file, arrays, metadata=None):
         if not isinstance(a, array):
             raise TypeError(f"[save_gguf] Expected mlx arrays, got {type(a).__name__} for "
                             f"{name!r}.")
-        named[name] = np.asarray(a)
-    meta = {k: np.asarray(v) if isinstance(v, array) else v
+        named[name] = a.__array__()
+    meta = {k: v.__array__() if isinstance(v, array) else v
             for k, v in (metadata or {}).items()}
     gguf.save(os.fspath(_path(os.fspath(file), ".gguf")), named, meta)
 
