@@ -19,11 +19,12 @@ RNG = np.random.default_rng(5)
 
 
 def gpu_and_cpu(fn, *arrays):
-    """fn on the GPU default stream and on the CPU stream, as NumPy arrays."""
+    """fn on the GPU default stream and on the CPU stream, as NumPy arrays (bfloat16 as
+    ml_dtypes': `__array__`, since NumPy's own reading refuses MLX's bfloat16 buffer)."""
     with mx.stream(mx.cpu):
-        want = np.array(fn(*[mx.array(a) for a in arrays]))
+        want = np.array(fn(*[mx.array(a) for a in arrays]).__array__())
     with mx.stream(G):
-        got = np.array(fn(*[mx.array(a) for a in arrays]))
+        got = np.array(fn(*[mx.array(a) for a in arrays]).__array__())
     return got, want
 
 

@@ -582,7 +582,7 @@ def test_erfinv_on_the_gpu_gives_the_cpus_bits(dtype):
     a = mx.array(x).astype(getattr(mx, dtype))
     gpu, cpu = mx.erfinv(a, stream=mx.gpu), mx.erfinv(a, stream=mx.cpu)
     assert gpu.dtype == cpu.dtype
-    g, c = (np.array(v).astype(np.float32) for v in (gpu, cpu))
+    g, c = (np.array(v.astype(mx.float32)) for v in (gpu, cpu))
     nan = np.isnan(c)  # NaN's bits are the hardware's own
     np.testing.assert_array_equal(np.isnan(g), nan)
     np.testing.assert_array_equal(g[~nan].view(np.uint32), c[~nan].view(np.uint32))
