@@ -1,6 +1,7 @@
 """The function transforms against MLX 0.32.4, side by side in one run (CPU).
 
     .venv/bin/python bench/bench_transforms.py [--profile step|build]
+    python bench/bench_transforms.py --device gpu --width 4096 --batch 1024 --step-only
 
 1. One training step, `value_and_grad` of a 4-layer MLP (width 512, batch 256, float32,
    ReLU, mean squared error) and its evaluation: streamlet's time / MLX's (target of
@@ -10,6 +11,8 @@
    (target: <= 2x), for a chain of elementwise ops and for the MLP; MLX's figures too.
 
 `--profile step` or `--profile build` prints cProfile's top functions of that part.
+`--device gpu` runs both libraries on their GPU (issue 10's H200 step: width 4096, batch
+1024, target <= 1.0x MLX CUDA); `--step-only` skips the graph-building figures.
 """
 from __future__ import annotations
 
@@ -44,8 +47,8 @@ def mlp_problem(M, width=WIDTH, batch=BATCH, layers=LAYERS):
     return loss, params, x, y
 
 
-def step_time(M, reps=20):
-    loss, params, x, y = mlp_problem(M)
+def step_time(M, reps=20, width=WIDTH, batch=BATCH):
+    loss, params, x, y = mlp_problem(M, width, batch)
     step = M.value_and_grad(loss)
     return median_time(lambda: M.eval(step(params, x, y)), reps)
 
@@ -114,14 +117,23 @@ def profile(what):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", choices=["step", "build"])
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--width", type=int, default=WIDTH)
+    parser.add_argument("--batch", type=int, default=BATCH)
+    parser.add_argument("--step-only", action="store_true")
     args = parser.parse_args()
     if args.profile:
         profile(args.profile)
         return
-    ours, theirs = step_time(mx), step_time(mlx_core)
-    print(f"value_and_grad step, {LAYERS}-layer MLP {WIDTH} wide, batch {BATCH}, float32 (CPU)")
+    for M in (mx, mlx_core):
+        M.set_default_device(getattr(M, args.device))
+    ours, theirs = (step_time(M, width=args.width, batch=args.batch) for M in (mx, mlx_core))
+    print(f"value_and_grad step, {LAYERS}-layer MLP {args.width} wide, batch {args.batch}, "
+          f"float32 ({args.device})")
     print(f"  streamlet {ours * 1e3:8.2f} ms   mlx {theirs * 1e3:8.2f} ms   "
-          f"streamlet/mlx {ours / theirs:5.2f}  (target <= 0.5)")
+          f"streamlet/mlx {ours / theirs:5.2f}  (target <= 0.5 on the CPU, 1.0 on the GPU)")
+    if args.step_only:
+        return
     print("graph building, microseconds per forward node")
     print(f"  {'graph':8}{'lib':>11}{'forward':>10}{'backward':>10}{'bwd/fwd':>9}")
     ratio = {}
