@@ -134,3 +134,46 @@ def test_second_derivatives_through_the_fused_node_match_mlx(mlx):
         got = np.array(second(mx)(mx.array(x)))
         want = np.array(second(mlx)(mlx.array(x)))
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6, err_msg=name)
+
+
+def test_the_walks_direct_cotangents_are_the_rules_graph(monkeypatch):
+    """The vjp walk builds an elementwise op's cotangents straight from its derivative
+    columns (`rules.derivative_cotangents`): the same nodes, on the same streams, with the
+    same bits as applying its vjp rule, over several streams and an input used twice."""
+    from streamlet.core import transforms
+    s1, s2 = mx.new_stream(mx.cpu), mx.new_stream(mx.cpu)
+    rng = np.random.default_rng(3)
+    x = mx.array(rng.standard_normal((4, 5)).astype(np.float32))
+    w = mx.array(rng.standard_normal((5,)).astype(np.float32))
+
+    def f(a, b):
+        h = mx.multiply(mx.sin(a), b, stream=s1)
+        h = mx.add(mx.tanh(h, stream=s2), a * 1.5, stream=s2)
+        return mx.sum(mx.maximum(h, 0.0) - mx.exp(b))
+
+    def graph():
+        _, grads = mx.vjp(f, [x, w], [mx.array(1.0)])
+        nodes = sorted(_backward_nodes(grads))  # before eval drops the graph
+        mx.eval(grads)
+        return grads, nodes
+
+    direct, direct_nodes = graph()
+    monkeypatch.setattr(transforms, "derivative_cotangents", lambda n, c, wanted: None)
+    ruled, ruled_nodes = graph()
+    assert direct_nodes == ruled_nodes
+    assert f"tanh_derivative@{s2.index}" in direct_nodes
+    assert f"multiply_derivative_x@{s1.index}" in direct_nodes
+    _same_bits(direct, ruled, "direct vs rule")
+
+
+def _backward_nodes(grads):
+    """(primitive, stream index) of each node the gradients were computed from."""
+    seen, out, stack = set(), [], [g._node for g in grads]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or n.prim is None:
+            continue
+        seen.add(id(n))
+        out.append(f"{n.prim.name}@{n.stream.stream.index}")
+        stack.extend(n.inputs)
+    return out

@@ -288,6 +288,11 @@ def node(prim, inputs, shape, dtype, params, state) -> array:
         ins = (inputs[0]._node,)
     else:
         ins = tuple([x._node for x in inputs])
+    return node_of(prim, ins, shape, dtype, params, state)
+
+
+def node_of(prim, ins, shape, dtype, params, state) -> array:
+    """`node` given the input nodes `ins` (a tuple) rather than arrays."""
     if state is not None and state.gpu and (dtype is _F64 or any(i.dtype is _F64 for i in ins)):
         raise ValueError("float64 is not supported on the GPU")  # MLX's rule and words
     n = Node(shape, dtype, prim, ins, params, state)
@@ -301,4 +306,5 @@ def node(prim, inputs, shape, dtype, params, state) -> array:
     return a
 
 
-__all__ = ["array", "alias", "const", "leaf", "node", "to_array", "wrap", "StreamError"]
+__all__ = ["array", "alias", "const", "leaf", "node", "node_of", "to_array", "wrap",
+           "StreamError"]

@@ -38,19 +38,23 @@ class Primitive:
     size of the axis it indexes) pairs.  NumPy raises for an index out of bounds; a GPU
     backend checks them on the device (`backend.cuda_checks`).
 
+    `derivs`, for an elementwise op: its derivative columns, one per input
+    (`ops.rules.Derivative`), from which the vjp walk builds cotangents directly
+    (`rules.derivative_cotangents`); its `vjp` rule computes the same.
+
     `donate`, for an elementwise op without params: the NumPy ufunc computing it, which
     the CPU backend calls with `out=` an input's buffer that nothing else can read again
     (`core.donation`).
     """
 
     __slots__ = ("name", "kernel", "gpu", "vjp", "jvp", "vmap", "multi", "shape", "bounds",
-                 "donate")
+                 "donate", "derivs")
 
     def __init__(self, name, kernel, gpu=None, vjp=None, jvp=None, vmap=None, multi=False,
-                 shape=None, bounds=None, donate=None):
+                 shape=None, bounds=None, donate=None, derivs=None):
         self.name, self.kernel, self.gpu = name, kernel, gpu
         self.vjp, self.jvp, self.vmap, self.multi = vjp, jvp, vmap, multi
-        self.shape, self.bounds, self.donate = shape, bounds, donate
+        self.shape, self.bounds, self.donate, self.derivs = shape, bounds, donate, derivs
 
     def __repr__(self):
         return f"Primitive({self.name})"

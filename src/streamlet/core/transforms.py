@@ -18,7 +18,7 @@ from .array import array, node, wrap
 from .graph import TRACING, Node, Primitive
 from . import ops as _ops
 from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, as_array, broadcast_shapes
-from .ops.rules import same_shape
+from .ops.rules import derivative_cotangents, same_shape
 from .stream import build_on, resolve, restore_build
 
 
@@ -153,17 +153,25 @@ def vjp_nodes(outputs, primals, cotangents, wants):
     for o, c in zip(outputs, cotangents):
         if c is not None and id(o) in needs:
             _accumulate(cot, o, c)
-    saved = None
+    saved = on = None
     try:
         for n in reversed(tape):
             c = cot.pop(id(n), None)
             if c is None:
                 continue
+            if n.stream is not on:  # the rule's ops (and accumulations) go to n's stream
+                on = n.stream
+                prev = build_on(on)
+                saved = saved or prev
+            if n.prim.derivs is not None:
+                fast = derivative_cotangents(n, c, needs)
+                if fast is not None:
+                    for i, r in fast:
+                        _accumulate(cot, i, r)
+                    continue
             rule = n.prim.vjp
             if rule is None:
                 raise _missing(n, "vjp")
-            prev = build_on(n.stream)
-            saved = saved or prev
             ins = n.inputs
             args = [wrap(i) for i in ins]
             params = n.params or _NO_PARAMS

@@ -181,7 +181,7 @@ def from_derivative(deriv, name):
                 "jvp": lambda t, out, x, **p: _conj(t[0])}
     d = Derivative(deriv, f"{name}_derivative")
     return {"vjp": lambda c, out, x, **p: (lambda: d.times(c, (x, out), True),),
-            "jvp": lambda t, out, x, **p: d.times(t[0], (x, out), False)}
+            "jvp": lambda t, out, x, **p: d.times(t[0], (x, out), False), "derivs": (d,)}
 
 
 def from_partials(dx, dy, name):
@@ -200,7 +200,28 @@ def from_partials(dx, dy, name):
         xs = (x, y, out)
         terms = [d.times(tx, xs, False) for tx, d in zip(t, parts) if tx is not None]
         return terms[0] if len(terms) == 1 else terms[0] + terms[1]
-    return {"vjp": vjp, "jvp": jvp}
+    return {"vjp": vjp, "jvp": jvp, "derivs": parts}
+
+
+def derivative_cotangents(n, c, wanted):
+    """The cotangents of node `n`'s inputs whose ids are in `wanted`, as (input node,
+    cotangent) pairs, built straight from its derivative columns (`n.prim.derivs`): what its
+    vjp rule gives, for the common case of a CPU stream and real floats of one dtype, where
+    each is one fused node (or the cotangent itself, for a derivative of 1).  None where
+    that case does not hold: the walk then applies the rule."""
+    d = c._dtype
+    if d not in _REAL or n.dtype is not d or n.stream.gpu:
+        return None
+    ins = n.inputs
+    for i, deriv in zip(ins, n.prim.derivs):
+        if i.dtype is not d or (deriv.prim is None and deriv.d != 1):
+            return None
+    out = []
+    for i, deriv in zip(ins, n.prim.derivs):
+        if id(i) in wanted:
+            out.append((i, c if deriv.prim is None else b.node_of(
+                deriv.prim, (c._node,) + ins + (n,), n.shape, d, b.NO_PARAMS, n.stream)))
+    return out
 
 
 def via(fn):
