@@ -176,15 +176,18 @@ def main():
             run, out = mx_generation(libs, name, args.device, config, weights, prompt, example)
             gen[name] = median_time(run, args.reps)
             tokens[name] = out["tokens"]
+            print(f"  ({name} generation: {gen[name]:.3f} s)", flush=True)
         try:
             run, out = torch_generation(args.device, config, weights, prompt)
             gen["torch"] = median_time(run, args.reps)
             tokens["torch"] = out["tokens"]
+            print(f"  (torch generation: {gen['torch']:.3f} s)", flush=True)
         except ImportError:
             print("(torch is not importable here)")
         for name in libs:
             train[name] = median_time(mx_training(libs, name, args.device, config, weights,
                                                   data), args.reps)
+            print(f"  ({name} training step: {train[name]:.3f} s)", flush=True)
     print(f"Llama {args.config} ({config}), {args.device}, {time.strftime('%Y-%m-%d')}")
     print(f"generation, bfloat16, prompt {PROMPT} + {TOKENS} tokens: tokens/s")
     for name, t in gen.items():

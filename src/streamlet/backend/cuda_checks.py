@@ -46,17 +46,24 @@ _UNSIGNED = _any_outside("(unsigned long long)x >= (unsigned long long)n")
 
 def inherit(node, h):
     """Before `node`'s kernel: an input that failed its check meanwhile fails `node`; an
-    unchecked input makes `node` unchecked too, until that input's flag is read."""
-    checks = ()
+    unchecked input makes `node` unchecked too, until that input's flag is read.
+
+    `node` takes its inputs' flags not read yet, each once: a flag read meanwhile has
+    failed (that error fails `node`) or passed (nothing to wait for).  Without that, a
+    chain of evals whose inputs stay unchecked (a KV cache) gave each node every flag of
+    its history, many times over."""
+    unread = {}
     with _lock:
         for inp in node.inputs:
             if inp.error is not None:  # read after the scheduler looked at the input
                 raise inp.error
-            c = _unchecked.get(inp)
-            if c:
-                checks += c
-        if checks:
-            _unchecked[node] = checks
+            for c in _unchecked.get(inp, ()):
+                if c.error is not None:
+                    raise c.error
+                if c.flag is not None:
+                    unread[id(c)] = c
+        if unread:
+            _unchecked[node] = tuple(unread.values())
     if checks:
         with h.lock:
             h.watched.append(node)
@@ -84,7 +91,8 @@ def settle(nodes):
     """Read the flags of those of `nodes` that are unchecked and fail the ones whose check
     failed; reading waits for each flag, not for the rest of its stream."""
     with _lock:
-        mine = [c for n in nodes for c in _unchecked.get(n, ()) if c.flag is not None]
+        mine = list({id(c): c for n in nodes for c in _unchecked.get(n, ())
+                     if c.flag is not None}.values())
     for c in mine:
         ready = c.ready
         if ready is not None:
