@@ -64,7 +64,7 @@ def inherit(node, h):
                     unread[id(c)] = c
         if unread:
             _unchecked[node] = tuple(unread.values())
-    if checks:
+    if unread:
         with h.lock:
             h.watched.append(node)
 
