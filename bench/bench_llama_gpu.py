@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import pathlib
 import tempfile
 import time
 
 import numpy as np
-from timing import median_time
+from timing import example_module, median_time
 
 CONFIGS = {
     "small": {"vocab": 4096, "dims": 512, "heads": 8, "kv_heads": 4, "hidden": 1376,
@@ -32,14 +31,6 @@ CONFIGS = {
                "layers": 8},
 }
 PROMPT, TOKENS, BATCH, SEQ = 128, 64, 8, 128
-
-
-def _example():
-    path = pathlib.Path(__file__).parent.parent / "examples" / "llama.py"
-    spec = importlib.util.spec_from_file_location("llama", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _libs():
@@ -90,7 +81,7 @@ def mx_training(libs, name, device, config, weights, data):
 
 def example_model(libs, name, config, weights):
     M, N, _ = libs[name]
-    model = _example().llama(N, M)(config).load_weights(weights)
+    model = example_module("llama").llama(N, M)(config).load_weights(weights)
     M.eval(model.parameters())
     return model
 
@@ -162,7 +153,7 @@ def main():
     parser.add_argument("--config", choices=list(CONFIGS), default="small")
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
-    config, libs, example = CONFIGS[args.config], _libs(), _example()
+    config, libs, example = CONFIGS[args.config], _libs(), example_module("llama")
     rng = np.random.default_rng(1)
     prompt = [int(t) for t in rng.integers(0, config["vocab"], PROMPT)]
     data = rng.integers(0, config["vocab"], (BATCH, SEQ + 1)).astype(np.int32)

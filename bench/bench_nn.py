@@ -15,7 +15,6 @@ Ratios are streamlet / MLX times: lower is better (issue 12's CPU target: <= 0.5
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import pathlib
 import tempfile
 
@@ -27,18 +26,10 @@ import numpy as np
 import streamlet.core as mx
 import streamlet.nn as nn
 import streamlet.optimizers as optim
-from timing import median_time
+from timing import example_module, median_time
 
 LIBS = {"streamlet": (mx, nn, optim), "mlx": (mlx_core, mlx_nn, mlx_optim)}
 SMALL = {"vocab": 4096, "dims": 512, "heads": 8, "kv_heads": 4, "hidden": 1376, "layers": 4}
-
-
-def _example():
-    path = pathlib.Path(__file__).parent.parent / "examples" / "llama.py"
-    spec = importlib.util.spec_from_file_location("llama", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def mlp_step(lib, device, width=512, depth=4, batch=256):
@@ -84,7 +75,7 @@ def main():
     rows = []
     times = {lib: median_time(mlp_step(lib, args.device), args.reps) for lib in LIBS}
     rows.append(("MLP training step (AdamW), ms", times))
-    example = _example()
+    example = example_module("llama")
     prompt = [int(t) for t in np.random.default_rng(1).integers(0, 64, 128)]
     with tempfile.TemporaryDirectory() as tmp:
         for name, config in (("tiny", example.CONFIG), ("small", SMALL)):

@@ -2,6 +2,8 @@
 mlx and NumPy (scripts run as `python bench/NAME.py`, so this imports as `timing`)."""
 from __future__ import annotations
 
+import importlib.util
+import pathlib
 import statistics
 import time
 
@@ -15,6 +17,15 @@ def median_time(fn, reps=5):
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def example_module(name):
+    """The program `examples/NAME.py` as a module (the examples are scripts, not a package)."""
+    path = pathlib.Path(__file__).parent.parent / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def compare_ops(cases, arrays, modules):
