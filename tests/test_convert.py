@@ -286,3 +286,29 @@ def test_format_as_mlx(mlx, make, spec):
         except Exception as exc:  # noqa: BLE001
             return type(exc).__name__
     assert outcome(mx) == outcome(mlx)
+
+
+INT_EDGES = [2 ** 31 - 1, 2 ** 31, -2 ** 31 - 1, 300, -1, 2 ** 63 - 1, 2 ** 63, -2 ** 63,
+             -2 ** 63 - 1, 2 ** 64]
+INT_TARGETS = ["bool_", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+               "uint64", "float32", "float16", "complex64", None]
+
+
+@pytest.mark.parametrize("form", ["scalar", "list"])
+@pytest.mark.parametrize("value", INT_EDGES, ids=str)
+def test_python_ints_at_the_edges_of_their_dtype(mlx, value, form):
+    """Where MLX refuses a Python int (beyond int64; in a list for a narrow type, beyond
+    int32), streamlet raises OverflowError too; where MLX casts as C does and the value
+    changes (300 as int8 is 44 there), streamlet raises instead of changing it; otherwise
+    both give the same array."""
+    for name in INT_TARGETS:
+        def make(m):
+            args = [getattr(m, name)] if name else []
+            return m.array(value if form == "scalar" else [value], *args)
+        ours, theirs = _outcome(make, mx), _outcome(make, mlx)
+        if ours == theirs:
+            continue
+        assert ours[0] == "OverflowError", (name, ours, theirs)
+        if theirs[0] != "RuntimeError":  # MLX gave a value: one that is not `value`
+            got = theirs[2][0] if form == "list" else theirs[2]
+            assert got != value, (name, theirs)

@@ -202,6 +202,10 @@ def test_vmap_of_grad_and_grad_of_vmap_of_random_chains(mlx, steps, seed):
         whole = mod.grad(lambda x: mod.sum(mod.vmap(
             lambda r: _chain(mod, steps, r, r * 0.5))(x)))(xs)
         return [per, whole]
+    # NOTE: exp of exp gives sin/cos arguments in the thousands, where one ulp of the
+    # argument (NumPy's and MLX's float32 exp differ by one there) moves the gradient by
+    # 3e-4 relative: such draws compare rounding, not transforms (seen with new draws).
+    assume(max(float(np.abs(np.array(v)).max()) for v in program(mlx)) < 1e3)
     same(mlx, program, rtol=1e-4)
 
 

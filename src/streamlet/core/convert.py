@@ -93,7 +93,7 @@ def _from_scalar(v, kind, dtype):
         return _convert(np.array(v, np.bool_), dtype or dt.bool_)
     if kind is int:
         wide = not _INT32_MIN <= v <= _INT32_MAX
-        return _ints(v, dtype or (dt.int64 if wide else dt.int32))
+        return _ints(v, dtype or (dt.int64 if wide else dt.int32), wide, False)
     if kind is float:
         return _floats(v, dtype or dt.float32)
     return _complexes(v, dtype or dt.complex64)
@@ -106,7 +106,23 @@ def _convert(values, d):
         return values.astype(d.np)
 
 
-def _ints(values, d):
+# A list of ints for these dtypes is read as C ints by MLX (`array_from_list_impl`)
+_VIA_C_INT = frozenset((dt.bool_, dt.int8, dt.int16, dt.int32, dt.uint8, dt.uint16))
+
+
+def _ints(values, d, wide, sequence):
+    """Python ints (`wide`: some beyond int32) as `d`.  Where MLX refuses them, so do we,
+    with OverflowError: any beyond int64 (MLX reads every int as int64 first), and in a list
+    for a type of `_VIA_C_INT`, any beyond int32.  A value the dtype cannot hold raises too
+    (MLX casts it as C does: `array(300, int8)` is 44 there)."""
+    if wide:
+        as64 = np.array(values, np.int64)  # OverflowError beyond int64
+        if sequence and d in _VIA_C_INT:
+            raise OverflowError(f"[array] A list of Python ints for {d.name} must hold "
+                                f"32-bit ints (MLX reads it as C ints); it holds "
+                                f"{as64.min() if as64.min() < _INT32_MIN else as64.max()}.")
+        if d.kind == "b":
+            return _convert(as64, d)
     if d.kind in "iu":
         return np.array(values, d.np)  # OverflowError for a value the dtype cannot hold
     if d is dt.float64 or d.kind == "b":
@@ -140,7 +156,7 @@ def _from_sequence(seq, dtype):
     kind = scan.check(seq, 0)
     if not scan.arrays:
         if kind == _INT:
-            return _ints(seq, d or (dt.int64 if scan.wide else dt.int32))
+            return _ints(seq, d or (dt.int64 if scan.wide else dt.int32), scan.wide, True)
         return _BUILD[kind](seq, d)
     from .ops import stack
     return stack([_arrays.to_array(create(x, d)) for x in seq])
