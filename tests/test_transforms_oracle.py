@@ -15,13 +15,39 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
+import streamlet.core as mx
 from parity import assert_same
 
 TOL = 2e-5
 
 
-def _arr(mod, x, dtype="float32"):
-    return mod.array(np.asarray(x)).astype(getattr(mod, dtype))
+_DTYPE = ["float32"]  # what _arr makes by default; `conditioned` runs a program in float64
+
+
+def _arr(mod, x, dtype=None):
+    return mod.array(np.asarray(x)).astype(getattr(mod, dtype or _DTYPE[-1]))
+
+
+def _leaves(result) -> list:
+    if isinstance(result, (list, tuple)):
+        return [leaf for r in result for leaf in _leaves(r)]
+    return [np.array(result.astype(mx.float64))]
+
+
+def conditioned(program, rtol) -> bool:
+    """Whether streamlet's float32 result of `program` is within `rtol` of its own float64
+    result.  A draw where it is not (exp of exp, a saturated tanh) compares float32
+    roundings, which differ between MLX's and NumPy's kernels by an ulp, not the
+    transforms: the random-chain tests skip those draws (new draws found them)."""
+    single = _leaves(program(mx))
+    _DTYPE.append("float64")
+    try:
+        with mx.stream(mx.cpu):  # float64 runs on the CPU, as in MLX
+            double = _leaves(program(mx))
+    finally:
+        _DTYPE.pop()
+    return all(np.allclose(a, b, rtol=rtol, atol=rtol, equal_nan=True)
+               for a, b in zip(single, double))
 
 
 def _tree(result):
@@ -152,6 +178,7 @@ def test_grad_and_value_of_random_chains(mlx, steps, seed):
         loss = lambda x, y: mod.sum(_chain(mod, steps, x, y) * w)  # noqa: E731
         value, grads = mod.value_and_grad(loss, argnums=(0, 1))(_arr(mod, x0), _arr(mod, y0))
         return [value, *grads]
+    assume(conditioned(program, 1e-4))
     same(mlx, program, rtol=1e-4)
 
 
@@ -171,6 +198,7 @@ def test_vjp_and_jvp_of_random_chains(mlx, steps, seed):
         outs, vjps = mod.vjp(f, [x, y], [w])
         _, jvps = mod.jvp(f, [x, y], [w, w * 0.5])
         return [*outs, *vjps, *jvps]
+    assume(conditioned(program, 1e-4))
     same(mlx, program, rtol=1e-4)
 
 
@@ -186,6 +214,7 @@ def test_vmap_of_random_chains(mlx, steps, seed, axes):
         x = _arr(mod, np.stack([x0[0], x0[1], x0[2]], in_x))  # three rows of 4
         y = _arr(mod, np.stack([y0, y0 * 2, -y0], in_y) if in_y is not None else y0)
         return mod.vmap(f, in_axes=(in_x, in_y))(x, y)
+    assume(conditioned(program, 1e-4))
     same(mlx, program, rtol=1e-4)
 
 
@@ -202,10 +231,7 @@ def test_vmap_of_grad_and_grad_of_vmap_of_random_chains(mlx, steps, seed):
         whole = mod.grad(lambda x: mod.sum(mod.vmap(
             lambda r: _chain(mod, steps, r, r * 0.5))(x)))(xs)
         return [per, whole]
-    # NOTE: exp of exp gives sin/cos arguments in the thousands, where one ulp of the
-    # argument (NumPy's and MLX's float32 exp differ by one there) moves the gradient by
-    # 3e-4 relative: such draws compare rounding, not transforms (seen with new draws).
-    assume(max(float(np.abs(np.array(v)).max()) for v in program(mlx)) < 1e3)
+    assume(conditioned(program, 1e-4))
     same(mlx, program, rtol=1e-4)
 
 
