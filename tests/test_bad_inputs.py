@@ -390,3 +390,31 @@ def test_bad_call_refused_where_mlx_lets_it_pass(case):
     with pytest.raises(expected, match=re.escape(case.split()[0])):
         call(mx)
     call(ml)  # MLX: no error
+
+
+BITWISE_CALLS = [
+    lambda m: m.bitwise_and(m.array([1.0]), 1), lambda m: m.left_shift(m.array([1]), 1.5),
+    lambda m: m.right_shift(m.array([1], m.int8), m.array([1], m.uint64)),
+    lambda m: m.bitwise_xor(m.array([1j]), m.array([1j])),
+    lambda m: m.array([True]) & 2.0, lambda m: m.array([1]) | m.array([2.0]),
+    lambda m: m.array([1]) >> 1.0, lambda m: ~m.array([1.0], m.bfloat16),
+    lambda m: m.array([1.0]).__ixor__(1), lambda m: m.array([1], m.uint8) << 3,
+    lambda m: m.array([5]) & True]
+
+
+@pytest.mark.parametrize("call", BITWISE_CALLS)
+def test_bitwise_refusals_as_mlx(call):
+    """MLX's bitwise functions refuse a float or complex promotion with RuntimeError naming
+    both dtypes; its operators refuse a float operand first, with ValueError."""
+    outcomes = []
+    for m in (ml, mx):
+        try:
+            r = call(m)
+            m.eval(r)
+            outcomes.append(("ok", r.dtype.size, r.tolist()))
+        except (ValueError, RuntimeError) as exc:  # the type, and what the message names
+            text = str(exc)  # MLX's own messages vary: "[right_shift] ... float32 and
+            # float32" for int8 and uint64, "not allowed bitwise xor" for `^=`
+            named = text.split("]")[0] if text.startswith("[") else text.split(" ")[-2:]
+            outcomes.append((type(exc).__name__, named))
+    assert outcomes[0] == outcomes[1]

@@ -43,6 +43,25 @@ def _binary(fn, what):
     return method
 
 
+def _inexact(x) -> bool:
+    if isinstance(x, array):
+        return x._dtype.kind in "fc"
+    if isinstance(x, (np.ndarray, np.generic)):
+        return x.dtype.kind in "fc" or x.dtype.name == "bfloat16"
+    return type(x) in (float, complex)
+
+
+def _integral(fn, what):
+    """A bitwise operator: MLX's operators refuse a float operand with ValueError (the
+    functions, given float inputs, raise RuntimeError)."""
+    def method(self, other):
+        other = _operand(other, what)
+        if _inexact(self) or _inexact(other):
+            raise ValueError(f"Floating point types not allowed with {what}.")
+        return fn(self, other)
+    return method
+
+
 def _reflected(fn, what):
     def method(self, other):
         return fn(_operand(other, what), self)
@@ -52,6 +71,14 @@ def _reflected(fn, what):
 def _inplace(fn, what):
     def method(self, other):
         return self._rebind(fn(self, _operand(other, "inplace " + what)))
+    return method
+
+
+def _inplace_integral(fn, what):
+    checked = _integral(fn, what)
+
+    def method(self, other):
+        return self._rebind(checked(self, _operand(other, "inplace " + what)))
     return method
 
 
@@ -78,11 +105,18 @@ def _matmul(self, other):
     return ops.matmul(self, other)
 
 
+def _invert(self):
+    if _inexact(self):
+        raise ValueError("Floating point types not allowed with bitwise inversion.")
+    return ops.bitwise_invert(self)
+
+
 def _imatmul(self, other):
     return self._rebind(_matmul(self, other))
 
 
-# name: (op, what MLX calls it, has a reflected form)
+# name: (op, what MLX calls it, has a reflected form); the bitwise ones take no floats
+_BITWISE = frozenset(("and", "or", "xor", "lshift", "rshift"))
 _BINARY = {
     "add": (ops.add, "addition", True), "sub": (ops.subtract, "subtraction", True),
     "mul": (ops.multiply, "multiplication", True), "truediv": (ops.divide, "division", True),
@@ -102,8 +136,9 @@ _COMPARE = {"lt": (ops.less, "less than"), "le": (ops.less_equal, "less than or 
 
 def install():
     for name, (fn, what, reflected) in _BINARY.items():
-        setattr(array, f"__{name}__", _binary(fn, what))
-        setattr(array, f"__i{name}__", _inplace(fn, what))
+        bitwise = name in _BITWISE
+        setattr(array, f"__{name}__", (_integral if bitwise else _binary)(fn, what))
+        setattr(array, f"__i{name}__", (_inplace_integral if bitwise else _inplace)(fn, what))
         if reflected:
             setattr(array, f"__r{name}__", _reflected(fn, what))
     array.__itruediv__ = _itruediv
@@ -116,7 +151,7 @@ def install():
     array.__neg__ = lambda self: ops.negative(self)
     array.__pos__ = alias
     array.__abs__ = lambda self: ops.abs(self)
-    array.__invert__ = lambda self: ops.bitwise_invert(self)
+    array.__invert__ = _invert
     array.__getitem__ = lambda self, index: ops.getitem(self, index)
     for name in ("astype", "reshape", "transpose", "swapaxes", "flatten", "squeeze",
                  "sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin",

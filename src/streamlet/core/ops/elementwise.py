@@ -15,6 +15,7 @@ import numpy as np
 from . import build as b
 from . import factory, rules
 from .build import dt
+from .factory import INTEGRAL
 from .special import erf_kernel, erfinv_kernel
 
 
@@ -166,7 +167,7 @@ UNARY = {
     "isfinite": (_isfinite, _bool, "", rules.ZERO),
     "logical_not": (lambda xp, a: a == 0 if a.dtype.kind == "c" else xp.logical_not(a), _bool,
                     "", rules.ZERO),
-    "bitwise_invert": (_invert, _same, "fc", rules.ZERO),
+    "bitwise_invert": (_invert, _same, INTEGRAL, rules.ZERO),
     "arcsin": (lambda xp, a: xp.arcsin(a), dt.to_inexact, "", lambda m, x, y: m.rsqrt(1 - m.square(x))),
     "arccos": (lambda xp, a: xp.arccos(a), dt.to_inexact, "", lambda m, x, y: -m.rsqrt(1 - m.square(x))),
     "arctan": (lambda xp, a: xp.arctan(a), dt.to_inexact, "",
@@ -311,11 +312,11 @@ BINARY = {
     "greater_equal": (lambda xp, x, y: xp.greater_equal(x, y), _bool, "", _CONSTANT),
     "logical_and": (_logical(lambda xp, x, y: xp.logical_and(x, y)), _bool, "", _CONSTANT),
     "logical_or": (_logical(lambda xp, x, y: xp.logical_or(x, y)), _bool, "", _CONSTANT),
-    "bitwise_and": (lambda xp, x, y: xp.bitwise_and(x, y), _same, "fc", _CONSTANT),
-    "bitwise_or": (lambda xp, x, y: xp.bitwise_or(x, y), _same, "fc", _CONSTANT),
-    "bitwise_xor": (lambda xp, x, y: xp.bitwise_xor(x, y), _same, "fc", _CONSTANT),
-    "left_shift": (_shift(lambda x, y: x << y), _shift_rule, "fc", _CONSTANT),
-    "right_shift": (_shift(lambda x, y: x >> y), _shift_rule, "fc", _CONSTANT),
+    "bitwise_and": (lambda xp, x, y: xp.bitwise_and(x, y), _same, INTEGRAL, _CONSTANT),
+    "bitwise_or": (lambda xp, x, y: xp.bitwise_or(x, y), _same, INTEGRAL, _CONSTANT),
+    "bitwise_xor": (lambda xp, x, y: xp.bitwise_xor(x, y), _same, INTEGRAL, _CONSTANT),
+    "left_shift": (_shift(lambda x, y: x << y), _shift_rule, INTEGRAL, _CONSTANT),
+    "right_shift": (_shift(lambda x, y: x >> y), _shift_rule, INTEGRAL, _CONSTANT),
     "logaddexp": (_logaddexp, dt.to_inexact, "",
                   (lambda m, x, y, o: m.sigmoid(x - y), lambda m, x, y, o: m.sigmoid(y - x))),
     "logical_xor": (_logical(lambda xp, x, y: xp.logical_xor(x, y)), _bool, "", _CONSTANT),

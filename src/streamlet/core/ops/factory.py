@@ -11,9 +11,22 @@ from . import rules
 from .build import dt
 
 
+INTEGRAL = "fc"  # a `refused` column: the op takes integer and bool types only (bitwise)
+
+
 def _refuse(name, d, refused):
     if d.kind in refused:
         raise ValueError(f"[{name}] Not supported for {d.name}.")
+
+
+def _refuse_pair(name, x, y, d, refused):
+    """A binary op's refusal of the dtype `d` its inputs promote to; MLX's bitwise family
+    raises RuntimeError there, naming both inputs' dtypes."""
+    if d.kind in refused:
+        if refused == INTEGRAL:
+            raise RuntimeError(f"[{name}] Only allowed on integer or boolean types but got "
+                               f"types {x._dtype.name} and {y._dtype.name}.")
+        _refuse(name, d, refused)
 
 
 def _cast_unary(fn):
@@ -72,7 +85,7 @@ def binary(name, fn, rule, refused, partials, ufunc=None):
         st = resolve(stream)
         x, y, d = promote_pair(a, b_, name)
         if refused:
-            _refuse(name, d, refused)
+            _refuse_pair(name, x, y, d, refused)
         xs, ys = x._shape, y._shape
         shape = xs if xs == ys or not ys else ys if not xs else broadcast(xs, ys, op=name)
         out = known.get(d)
