@@ -555,3 +555,15 @@ def test_argpartition_puts_the_kth_value_in_place(a, data):
     np.testing.assert_array_equal(np.take(got, [kth], axis), pivot)
     assert (np.take(got, range(kth), axis) <= pivot).all()
     assert (np.take(got, range(kth + 1, a.shape[axis]), axis) >= pivot).all()
+
+
+def test_softmax_of_integers_over_several_axes_is_float(mlx):
+    """MLX 0.32.4's softmax of an integer array over more than one axis keeps the integer
+    dtype (every probability truncated to 0); streamlet gives float32 probabilities, what
+    MLX gives over one axis and for the same values as floats."""
+    x = [[1, 2], [3, 4]]
+    ours = mx.softmax(mx.array(x))
+    want = mlx.softmax(mlx.array(x, mlx.float32))
+    assert ours.dtype == mx.float32
+    np.testing.assert_allclose(np.array(ours), np.array(want), rtol=1e-6)
+    assert mlx.softmax(mlx.array(x)).dtype == mlx.int32  # the bug this departs from
