@@ -553,13 +553,13 @@ def test_nan_and_inf_set_into_integer_arrays_as_mlx(mlx, dtype):
 
 def test_numpy_scalar_operands(mlx):
     """A NumPy scalar keeps a float array's dtype, as in MLX; with an integer array a
-    NumPy float promotes (MLX truncates it to the integers: [0, 1] below) and a NumPy
+    NumPy float promotes (MLX casts it to the integer type: 0.5 is 0 below) and a NumPy
     integer the dtype cannot hold raises, as a Python int does in both libraries."""
     h = mx.array([1.0, 2.0], mx.float16) * np.float32(0.5)
     assert h.dtype == mx.float16 and h.tolist() == [0.5, 1.0]
     assert (mlx.array([1.0, 2.0], mlx.float16) * np.float32(0.5)).dtype == mlx.float16
     i = mx.array([1, 2], mx.int8) * np.float32(0.5)
     assert i.dtype == mx.float32 and i.tolist() == [0.5, 1.0]
-    assert (mlx.array([1, 2], mlx.int8) * np.float32(0.5)).tolist() == [0, 1]
+    assert (mlx.array([1, 2], mlx.int8) * np.float32(0.5)).tolist() == [0, 0]
     with pytest.raises(ValueError, match="200 to int8"):
         mx.array([1, 2], mx.int8) + np.uint8(200)
