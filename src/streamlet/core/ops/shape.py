@@ -224,6 +224,11 @@ def transpose(a, /, axes=None, *, stream=None):
         axes = tuple(b.normalize_axis(x, a.ndim, "transpose") for x in axes)
         if len(set(axes)) != len(axes):
             raise ValueError(f"[transpose] Repeated axes in {axes}.")
+    return _permuted(a, axes, stream)
+
+
+def _permuted(a, axes, stream):
+    """The transpose node of `a` for `axes`, a permutation already checked."""
     shape = tuple(a._shape[i] for i in axes)
     return b.node(_TRANSPOSE, (a,), shape, a._dtype, {"axes": axes}, b.resolve(stream))
 
@@ -235,7 +240,7 @@ def swapaxes(a, /, axis1, axis2, *, stream=None):
     j = b.normalize_axis(axis2, a.ndim, "swapaxes")
     axes = list(range(a.ndim))
     axes[i], axes[j] = axes[j], axes[i]
-    return transpose(a, axes, stream=stream)
+    return _permuted(a, tuple(axes), stream)
 
 
 def expand_dims(a, /, axis, *, stream=None):
