@@ -45,13 +45,20 @@ def _libs():
     return libs
 
 
-def mx_generation(libs, name, device, config, weights, prompt, example):
-    """A function generating the tokens with library `name` in bfloat16, and its output."""
+def mx_model(libs, name, device, config, weights, dtype):
+    """The Llama of library `name` on `device` with the saved weights, in `dtype`."""
     M, N, _ = libs[name]
     M.set_default_device(getattr(M, device))
-    model = example.llama(N, M)(config).load_weights(weights)
-    model.set_dtype(M.bfloat16)
+    model = example_module("llama").llama(N, M)(config).load_weights(weights)
+    model.set_dtype(getattr(M, dtype))
     M.eval(model.parameters())
+    return model
+
+
+def mx_generation(libs, name, device, config, weights, prompt, example):
+    """A function generating the tokens with library `name` in bfloat16, and its output."""
+    M = libs[name][0]
+    model = mx_model(libs, name, device, config, weights, "bfloat16")
     out = {}
 
     def run():
@@ -62,8 +69,7 @@ def mx_generation(libs, name, device, config, weights, prompt, example):
 def mx_training(libs, name, device, config, weights, data):
     """One evaluated training step of library `name` (float32), as a function."""
     M, N, O = libs[name]
-    M.set_default_device(getattr(M, device))
-    model = example_model(libs, name, config, weights)
+    model = mx_model(libs, name, device, config, weights, "float32")
     opt = O.AdamW(learning_rate=1e-4)
     x, y = M.array(data[:, :-1]), M.array(data[:, 1:])
 
@@ -77,13 +83,6 @@ def mx_training(libs, name, device, config, weights, data):
         opt.update(model, grads)
         M.eval(value, model.parameters(), opt.state)
     return step
-
-
-def example_model(libs, name, config, weights):
-    M, N, _ = libs[name]
-    model = example_module("llama").llama(N, M)(config).load_weights(weights)
-    M.eval(model.parameters())
-    return model
 
 
 def torch_generation(device, config, weights, prompt):

@@ -121,8 +121,6 @@ def _ints(values, d, wide, sequence):
             raise OverflowError(f"[array] A list of Python ints for {d.name} must hold "
                                 f"32-bit ints (MLX reads it as C ints); it holds "
                                 f"{as64.min() if as64.min() < _INT32_MIN else as64.max()}.")
-        if d.kind == "b":
-            return _convert(as64, d)
     if d.kind in "iu":
         return np.array(values, d.np)  # OverflowError for a value the dtype cannot hold
     if d is dt.float64 or d.kind == "b":

@@ -38,9 +38,10 @@ class Primitive:
     size of the axis it indexes) pairs.  NumPy raises for an index out of bounds; a GPU
     backend checks them on the device (`backend.cuda_checks`).
 
-    `derivs`, for an elementwise op: its derivative columns, one per input
-    (`ops.rules.Derivative`), from which the vjp walk builds cotangents directly
-    (`rules.derivative_cotangents`); its `vjp` rule computes the same.
+    `derivs`, for an elementwise op whose derivatives are each a fused node or 1: its
+    derivative columns, one per input (`ops.rules.Derivative`), from which the vjp walk
+    builds cotangents directly (`rules.derivative_cotangents`); its `vjp` rule computes
+    the same.
 
     `donate`, for an elementwise op without params: the NumPy ufunc computing it, which
     the CPU backend calls with `out=` an input's buffer that nothing else can read again

@@ -52,14 +52,13 @@ def _inexact(x) -> bool:
 
 
 def _integral(fn, what):
-    """A bitwise operator: MLX's operators refuse a float operand with ValueError (the
+    """A bitwise operator's op: MLX's operators refuse a float operand with ValueError (the
     functions, given float inputs, raise RuntimeError)."""
-    def method(self, other):
-        other = _operand(other, what)
-        if _inexact(self) or _inexact(other):
+    def op(a, b):
+        if _inexact(a) or _inexact(b):
             raise ValueError(f"Floating point types not allowed with {what}.")
-        return fn(self, other)
-    return method
+        return fn(a, b)
+    return op
 
 
 def _reflected(fn, what):
@@ -73,13 +72,6 @@ def _inplace(fn, what):
         return self._rebind(fn(self, _operand(other, "inplace " + what)))
     return method
 
-
-def _inplace_integral(fn, what):
-    checked = _integral(fn, what)
-
-    def method(self, other):
-        return self._rebind(checked(self, _operand(other, "inplace " + what)))
-    return method
 
 
 def _equality(fn, missing):
@@ -136,9 +128,10 @@ _COMPARE = {"lt": (ops.less, "less than"), "le": (ops.less_equal, "less than or 
 
 def install():
     for name, (fn, what, reflected) in _BINARY.items():
-        bitwise = name in _BITWISE
-        setattr(array, f"__{name}__", (_integral if bitwise else _binary)(fn, what))
-        setattr(array, f"__i{name}__", (_inplace_integral if bitwise else _inplace)(fn, what))
+        if name in _BITWISE:
+            fn = _integral(fn, what)
+        setattr(array, f"__{name}__", _binary(fn, what))
+        setattr(array, f"__i{name}__", _inplace(fn, what))
         if reflected:
             setattr(array, f"__r{name}__", _reflected(fn, what))
     array.__itruediv__ = _itruediv

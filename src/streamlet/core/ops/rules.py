@@ -158,13 +158,33 @@ class Derivative:
     def times(self, c, xs, conj):
         """`d * c` (`conj(d) * c` when `conj`), `xs` the op's inputs then its output."""
         if self.prim is not None:
-            d = c._dtype
-            if d in _REAL and xs[0]._dtype is d and xs[-1]._dtype is d and \
-                    xs[1]._dtype is d:
-                st = b.resolve(None)
-                if not st.gpu:
-                    return b.node(self.prim, (c, *xs), xs[-1]._shape, d, b.NO_PARAMS, st)
+            st = b.resolve(None)
+            nodes = tuple(x._node for x in xs)
+            if _fuses(c._dtype, nodes, st):
+                return self.fused(c, nodes, st)
         return self._built(c, xs, conj)
+
+    def fused(self, c, nodes, state):
+        """The one node computing `d * c`, `nodes` the op's input nodes then its output."""
+        return b.node_of(self.prim, (c._node,) + nodes, nodes[-1].shape, c._dtype,
+                         b.NO_PARAMS, state)
+
+
+def _fuses(d, nodes, state) -> bool:
+    """Whether a derivative product with a cotangent of dtype `d` is one fused node: real
+    floats of one dtype throughout, on a CPU stream."""
+    if d not in _REAL or state.gpu:
+        return False
+    for n in nodes:
+        if n.dtype is not d:
+            return False
+    return True
+
+
+def _direct(derivs):
+    """`derivs` where each is a fused node or the cotangent itself (a derivative of 1),
+    what the vjp walk builds without the rule (`derivative_cotangents`); else None."""
+    return derivs if all(d.prim is not None or d.d == 1 for d in derivs) else None
 
 
 def from_derivative(deriv, name):
@@ -181,7 +201,7 @@ def from_derivative(deriv, name):
                 "jvp": lambda t, out, x, **p: _conj(t[0])}
     d = Derivative(deriv, f"{name}_derivative")
     return {"vjp": lambda c, out, x, **p: (lambda: d.times(c, (x, out), True),),
-            "jvp": lambda t, out, x, **p: d.times(t[0], (x, out), False), "derivs": (d,)}
+            "jvp": lambda t, out, x, **p: d.times(t[0], (x, out), False), "derivs": _direct((d,))}
 
 
 def from_partials(dx, dy, name):
@@ -200,7 +220,7 @@ def from_partials(dx, dy, name):
         xs = (x, y, out)
         terms = [d.times(tx, xs, False) for tx, d in zip(t, parts) if tx is not None]
         return terms[0] if len(terms) == 1 else terms[0] + terms[1]
-    return {"vjp": vjp, "jvp": jvp, "derivs": parts}
+    return {"vjp": vjp, "jvp": jvp, "derivs": _direct(parts)}
 
 
 def derivative_cotangents(n, c, wanted):
@@ -209,19 +229,11 @@ def derivative_cotangents(n, c, wanted):
     vjp rule gives, for the common case of a CPU stream and real floats of one dtype, where
     each is one fused node (or the cotangent itself, for a derivative of 1).  None where
     that case does not hold: the walk then applies the rule."""
-    d = c._dtype
-    if d not in _REAL or n.dtype is not d or n.stream.gpu:
+    nodes = n.inputs + (n,)
+    if not _fuses(c._dtype, nodes, n.stream):
         return None
-    ins = n.inputs
-    for i, deriv in zip(ins, n.prim.derivs):
-        if i.dtype is not d or (deriv.prim is None and deriv.d != 1):
-            return None
-    out = []
-    for i, deriv in zip(ins, n.prim.derivs):
-        if id(i) in wanted:
-            out.append((i, c if deriv.prim is None else b.node_of(
-                deriv.prim, (c._node,) + ins + (n,), n.shape, d, b.NO_PARAMS, n.stream)))
-    return out
+    return [(i, c if deriv.prim is None else deriv.fused(c, nodes, n.stream))
+            for i, deriv in zip(n.inputs, n.prim.derivs) if id(i) in wanted]
 
 
 def via(fn):
