@@ -177,7 +177,7 @@ def execute(node, args):
     _arm(state, h)
     checks.inherit(node, h)
     prim = node.prim
-    if prim.name in fuse.FUSABLE:
+    if prim.cform is not None:
         lz = _defer(node, args, h)
         if lz is not None:
             return lz
@@ -228,18 +228,18 @@ def fusion_spec(prim, compute, last_in, out, n_inputs):
     key = (prim, compute, last_in, out)
     spec = _fusion_specs.get(key, False)
     if spec is False:
-        name, out_np = prim.name, out.np
-        if name == "astype":  # float -> int converts from the float (see fuse.X86_CASTS)
+        form, out_np = prim.cform, out.np
+        if form.cast:  # float -> int converts from the float (see fuse.X86_CASTS)
             src = last_in.np
             compute = src if fuse.x86_cast(CTYPE.get(src), CTYPE.get(out_np)) else out_np
         elif compute is None:  # inputs already of the dtype the op computes in
             compute = last_in.np
         compute_t, out_t = CTYPE.get(np.dtype(compute)), CTYPE.get(out_np)
         spec = None
-        if fuse.can_fuse(name, compute_t, out_t):
-            types = ("bool",) + (compute_t,) * (n_inputs - 1) if name == "where" else \
+        if fuse.can_fuse(form, compute_t, out_t):
+            types = ("bool",) + (compute_t,) * (n_inputs - 1) if form.select else \
                 (compute_t,) * n_inputs
-            spec = fuse.spec_of(name, compute_t, out_t, types)
+            spec = fuse.spec_of(prim.name, compute_t, out_t, types, form)
         _fusion_specs[key] = spec
     return spec
 

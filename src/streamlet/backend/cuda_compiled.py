@@ -30,7 +30,7 @@ def step_spec(prim, params, in_dtypes, out_dtype):
     A broadcast is a copy: its input, of another shape, is a leaf the launch broadcasts."""
     if prim is _BROADCAST:
         prim = _ASTYPE
-    elif prim.name not in fuse.FUSABLE:
+    elif prim.cform is None:
         return None
     for d in (*in_dtypes, out_dtype):
         if d.np not in CTYPE or d.np == _F64:

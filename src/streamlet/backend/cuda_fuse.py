@@ -22,13 +22,14 @@ operands of the output's shape are read and written four elements at a time.
 from __future__ import annotations
 
 import ctypes
-import re
 import struct
 import threading
 
 import cupy as cp
 import numpy as np
 from cupy.cuda import driver
+
+from ..core.ops.cforms import FLOATS
 
 _ndarray = cp.ndarray
 
@@ -41,46 +42,6 @@ CTYPE = {
     np.dtype(np.uint64): "unsigned long long", np.dtype(np.float32): "float",
     np.dtype(np.float64): "double",
 }
-_FLOATS = ("float", "double")
-_UNSIGNED = ("bool", "unsigned char", "unsigned short", "unsigned int", "unsigned long long")
-
-# op name -> C expression of operands {0}, {1}, {2} (already of the compute type T).
-# `@f(` is a math function, spelled `ff(` for float; rows in _FLOAT_ONLY need a float T.
-EXPR = {
-    "add": "{0} + {1}", "subtract": "{0} - {1}", "multiply": "{0} * {1}",
-    "divide": "{0} / {1}", "power": "@pow({0}, {1})", "arctan2": "@atan2({0}, {1})",
-    "minimum": "({0} < {1} || {0} != {0}) ? {0} : {1}",
-    "maximum": "({0} > {1} || {0} != {0}) ? {0} : {1}",
-    "equal": "{0} == {1}", "not_equal": "{0} != {1}", "less": "{0} < {1}",
-    "less_equal": "{0} <= {1}", "greater": "{0} > {1}", "greater_equal": "{0} >= {1}",
-    "logical_and": "(bool){0} && (bool){1}", "logical_or": "(bool){0} || (bool){1}",
-    "logical_xor": "(bool){0} != (bool){1}",
-    "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
-    "negative": "-{0}", "positive": "{0}", "square": "{0} * {0}",
-    "sqrt": "@sqrt({0})", "rsqrt": "(T)1 / @sqrt({0})", "reciprocal": "(T)1 / {0}",
-    "exp": "@exp({0})", "expm1": "@expm1({0})", "log": "@log({0})", "log1p": "@log1p({0})",
-    "log2": "@log2({0})", "log10": "@log10({0})", "sin": "@sin({0})", "cos": "@cos({0})",
-    "tan": "@tan({0})", "tanh": "@tanh({0})", "sinh": "@sinh({0})", "cosh": "@cosh({0})",
-    "arcsin": "@asin({0})", "arccos": "@acos({0})", "arctan": "@atan({0})",
-    "sigmoid": "(T)1 / ((T)1 + @exp(-{0}))",
-    "logical_not": "!(bool){0}", "astype": "{0}", "where": "{0} ? {1} : {2}",
-}
-_FLOAT_ONLY = {"divide", "power", "arctan2", "sqrt", "rsqrt", "reciprocal", "exp", "expm1",
-               "log", "log1p", "log2", "log10", "sin", "cos", "tan", "tanh", "sinh", "cosh",
-               "arcsin", "arccos", "arctan", "sigmoid"}
-# Ops whose C form depends on the kind of T: (float form, signed form, unsigned/bool form).
-BY_KIND = {
-    "abs": ("@fabs({0})", "({0} < 0 ? -{0} : {0})", "{0}"),
-    "sign": ("(T)(({0} > 0) - ({0} < 0))",  # NaN's sign is 0, as MLX's
-             "(T)(({0} > 0) - ({0} < 0))", "(T)({0} > 0)"),
-    "floor": ("@floor({0})", "{0}", "{0}"), "ceil": ("@ceil({0})", "{0}", "{0}"),
-    "trunc": ("@trunc({0})", "{0}", "{0}"),
-    "isnan": ("isnan({0})", "false", "false"), "isinf": ("isinf({0})", "false", "false"),
-    "isfinite": ("isfinite({0})", "true", "true"),
-    "bitwise_invert": (None, "~{0}", "~{0}"),
-}
-FUSABLE = frozenset(EXPR) | frozenset(BY_KIND)
-_NO_FUSE_BOOL = {"negative", "bitwise_invert", "square", "sign"}  # NumPy special-cases bool
 MAX_PARAMS = 400  # 8 bytes each, inside cuLaunchKernel's 4 KiB parameter limit
 # A chain longer than this is launched in pieces: one generated kernel per thousands of
 # chained ops takes NVRTC minutes to compile (a deep graph), pieces of one shape are cached
@@ -95,7 +56,8 @@ class Lazy:
 
     def __init__(self, handle, spec, args, shape, dtype, depth=1):
         self.handle = handle  # the stream it runs on
-        self.spec = spec  # interned (op, compute C type, output C type, operand C types)
+        self.spec = spec  # interned (id, op, compute C type, output C type, operand C types,
+        # C form)
         self.args = args  # Lazy, cupy arrays (leaves) or NumPy scalars (constants)
         self.shape = shape
         self.dtype = dtype  # NumPy dtype of the value
@@ -114,9 +76,10 @@ _specs: dict = {}
 _spec_lock = threading.Lock()
 
 
-def spec_of(op, compute, out, operand_types):
-    """The interned spec tuple (ids make cache keys cheap)."""
-    key = (op, compute, out, operand_types)
+def spec_of(op, compute, out, operand_types, form):
+    """The interned spec tuple of op `op` (its name) with C form `form` (ids make cache
+    keys cheap)."""
+    key = (op, compute, out, operand_types, form)
     s = _specs.get(key)
     if s is None:
         with _spec_lock:
@@ -143,35 +106,22 @@ _X86_CAST = {"signed char": "x86_i32", "unsigned char": "x86_i32", "short": "x86
 
 def x86_cast(compute, out):
     """The X86_CASTS function converting C type `compute` to `out`, or None."""
-    return _X86_CAST.get(out) if compute in _FLOATS else None
+    return _X86_CAST.get(out) if compute in FLOATS else None
 
 
 def expression(spec, operands):
     """The C expression of one node, operands already named."""
-    _, op, t, out, types = spec
-    if op == "astype" and x86_cast(t, out):
+    _, _, t, out, types, form = spec
+    if form.cast and x86_cast(t, out):
         return f"({out}){x86_cast(t, out)}({operands[0]})"
-    form = EXPR.get(op)
-    if form is None:
-        f, s, u = BY_KIND[op]
-        form = f if t in _FLOATS else (u if t in _UNSIGNED else s)
-    cast = [f"(({ty}){o})" for ty, o in zip(types, operands)]
-    text = form.replace("(T)", f"({t})").format(*cast)
-    text = re.sub(r"@(\w+)\(", lambda m: m.group(1) + ("f(" if t == "float" else "("), text)
+    text = form.render(t, [f"(({ty}){o})" for ty, o in zip(types, operands)])
     return f"({out})({text})"
 
 
-def can_fuse(op, compute, out):
-    """Whether `op` in C type `compute` giving `out` has a generated form."""
-    if compute is None or out is None:
-        return False
-    if op in _FLOAT_ONLY and compute not in _FLOATS:
-        return False
-    if compute == "bool" and op in _NO_FUSE_BOOL:
-        return False
-    if op == "bitwise_invert" and compute in _FLOATS:
-        return False
-    return True
+def can_fuse(form, compute, out):
+    """Whether an op of C form `form` computing in C type `compute` (None: no C type)
+    and giving `out` has a generated kernel."""
+    return compute is not None and out is not None and form.takes(compute)
 
 
 # -- collecting a DAG ---------------------------------------------------------------------
@@ -322,7 +272,7 @@ def source(specs, leaf_types, scalar_leaves, const_types, out_types, outputs, ve
     params = [f"const {t}* __restrict__ p{i}" for i, t in enumerate(leaf_types)]
     params += [f"{t}* __restrict__ q{i}" for i, t in enumerate(out_types)]
     params.append("long long n")
-    params += [f"{'double' if t in _FLOATS else 'long long'} r{i}"
+    params += [f"{'double' if t in FLOATS else 'long long'} r{i}"
                for i, t in enumerate(const_types)]
     fargs = [f"{t} x{i}" for i, t in enumerate(leaf_types)]
     fargs += [f"{t} c{i}" for i, t in enumerate(const_types)]
@@ -440,4 +390,4 @@ def compiled(specs, leaf_types, scalar, const_types, out_types, outputs, vec, de
 
 
 def const_code(t):
-    return "d" if t in _FLOATS else ("Q" if t == "unsigned long long" else "q")
+    return "d" if t in FLOATS else ("Q" if t == "unsigned long long" else "q")

@@ -46,16 +46,20 @@ class Primitive:
     `donate`, for an elementwise op without params: the NumPy ufunc computing it, which
     the CPU backend calls with `out=` an input's buffer that nothing else can read again
     (`core.donation`).
+
+    `cform`, for an elementwise op: its C expression (`ops.cforms.CForm`), from which a
+    GPU backend generates the fused kernels of chains of such ops.
     """
 
     __slots__ = ("name", "kernel", "gpu", "vjp", "jvp", "vmap", "multi", "shape", "bounds",
-                 "donate", "derivs")
+                 "donate", "derivs", "cform")
 
     def __init__(self, name, kernel, gpu=None, vjp=None, jvp=None, vmap=None, multi=False,
-                 shape=None, bounds=None, donate=None, derivs=None):
+                 shape=None, bounds=None, donate=None, derivs=None, cform=None):
         self.name, self.kernel, self.gpu = name, kernel, gpu
         self.vjp, self.jvp, self.vmap, self.multi = vjp, jvp, vmap, multi
         self.shape, self.bounds, self.donate, self.derivs = shape, bounds, donate, derivs
+        self.cform = cform
 
     def __repr__(self):
         return f"Primitive({self.name})"

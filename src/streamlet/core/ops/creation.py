@@ -8,7 +8,7 @@ import operator
 import numpy as np
 
 from . import build as b
-from . import rules
+from . import cforms, rules
 from . import dims
 from .build import dt
 
@@ -53,7 +53,7 @@ _ASTYPE = b.make("astype", lambda xp, a, dtype: a.astype(dtype),
                  vjp=lambda c, out, x, dtype: (c,),  # the transform casts it back to x's
                  jvp=lambda t, out, x, dtype: t[0].astype(out._dtype),
                  vmap=lambda axes, out, x, dtype: (astype(x, out._dtype), axes[0]),
-                 shape=rules.same_shape)
+                 shape=rules.same_shape, cform=cforms.ASTYPE)
 
 
 def _dtype(dtype, default):

@@ -13,7 +13,7 @@ import types
 import numpy as np
 
 from . import build as b
-from . import factory, rules
+from . import cforms, factory, rules
 from .build import dt
 from .factory import INTEGRAL
 from .special import erf_kernel, erfinv_kernel
@@ -361,9 +361,10 @@ _GPU = {"erfinv": b.GpuKernel("streamlet.backend.cuda_random:erfinv")}
 for _name, _row in UNARY.items():
     _fn = _row[0] if _name in _OWN_PRECISION else _in_float32(_row[0])
     globals()[_name] = factory.unary(_name, _fn, *_row[1:], ufunc=_UFUNCS.get(_name),
-                                     gpu=_GPU.get(_name))
+                                     gpu=_GPU.get(_name), cform=cforms.UNARY.get(_name))
 for _name, _row in BINARY.items():
-    globals()[_name] = factory.binary(_name, *_row, ufunc=_UFUNCS.get(_name))
+    globals()[_name] = factory.binary(_name, *_row, ufunc=_UFUNCS.get(_name),
+                                      cform=cforms.BINARY.get(_name))
 for _name, _target in ALIASES.items():
     globals()[_name] = globals()[_target]
 
@@ -394,7 +395,7 @@ def _where_jvp(t, out, cond, x, y, dtype):
 
 
 _WHERE = b.make("where", _where, vjp=_where_vjp, jvp=_where_jvp, vmap=rules.elementwise_vmap,
-                shape=rules.broadcast_shape)
+                shape=rules.broadcast_shape, cform=cforms.WHERE)
 
 
 def where(condition, x, y, /, *, stream=None):

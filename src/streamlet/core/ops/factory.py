@@ -41,17 +41,18 @@ def _cast_binary(fn):
     return kernel
 
 
-def unary(name, fn, rule, refused, deriv, ufunc=None, gpu=None):
+def unary(name, fn, rule, refused, deriv, ufunc=None, gpu=None, cform=None):
     """`op(a, stream=None)` computing `fn(xp, a)`; `rule` maps the input dtype to the output's.
 
     Only `dt.to_inexact` changes the dtype the op computes in (integers become
     float32); other rules describe the output alone (abs of complex, predicates).
     `deriv` is the derivative column the transform rules use (`rules.from_derivative`).
     `ufunc`, if given, computes what `fn` does (`Primitive.donate`); `gpu`, if given, is
-    the GPU kernel `gpu(xp, a, dtype=None)` (`dtype`: the dtype computed in).
+    the GPU kernel `gpu(xp, a, dtype=None)` (`dtype`: the dtype computed in); `cform` its
+    C expression (`Primitive.cform`).
     """
     transforms = dict(rules.from_derivative(deriv, name), vmap=rules.elementwise_vmap,
-                      shape=rules.broadcast_shape)
+                      shape=rules.broadcast_shape, cform=cform)
     direct = b.make(name, fn, gpu=gpu, donate=ufunc, **transforms)
     casting = b.make(name, _cast_unary(fn), gpu=gpu, **transforms)
     as_array, node, resolve = b.as_array, b.node, b.resolve
@@ -70,12 +71,12 @@ def unary(name, fn, rule, refused, deriv, ufunc=None, gpu=None):
     return op
 
 
-def binary(name, fn, rule, refused, partials, ufunc=None):
+def binary(name, fn, rule, refused, partials, ufunc=None, cform=None):
     """`op(a, b, stream=None)` computing `fn(xp, x, y)` on inputs of their common dtype;
-    `partials` are its two partial derivatives (`rules.from_partials`); `ufunc` as for
-    `unary`."""
+    `partials` are its two partial derivatives (`rules.from_partials`); `ufunc` and
+    `cform` as for `unary`."""
     transforms = dict(rules.from_partials(*partials, name), vmap=rules.elementwise_vmap,
-                      shape=rules.broadcast_shape)
+                      shape=rules.broadcast_shape, cform=cform)
     direct = b.make(name, fn, donate=ufunc, **transforms)
     casting = b.make(name, _cast_binary(fn), **transforms)
     promote_pair, broadcast, node, resolve = b.promote_pair, b.broadcast_shapes, b.node, b.resolve
