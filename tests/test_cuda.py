@@ -333,6 +333,19 @@ def test_out_of_memory_inside_a_fused_chain():
     assert (mx.ones((3,), stream=s) + 1).tolist() == [2.0] * 3
 
 
+def test_fused_outputs_count_in_active_and_peak_memory():
+    x = mx.ones((1 << 20,), stream=G)
+    mx.eval(x)
+    mx.reset_peak_memory()
+    base = mx.get_active_memory()
+    y = mx.sin(x) * 2 + 1  # one fused kernel, 4 MiB out
+    mx.eval(y)
+    assert mx.get_active_memory() - base == y.nbytes
+    assert mx.get_peak_memory() >= base + y.nbytes
+    del y
+    assert mx.get_active_memory() == base
+
+
 def test_failure_reaches_dependents_on_other_streams_only():
     s1, s2 = mx.new_stream(G), mx.new_stream(G)
     bad = mx.zeros(HUGE, stream=s1)

@@ -1,8 +1,9 @@
 """The CPU backend: kernels run on NumPy arrays in the thread that drains the stream.
 
-A backend module provides: execute(node, args), import_from(node) (an input that
-another backend produced), to_numpy(data, state), for_export(data, state) and
-synchronize(state).
+A backend module provides: execute(node, args), run_deferred(state) (the scheduler's
+call once a batch of a stream's nodes has run: the backend's pass over the work its
+`execute` deferred), import_from(node) (an input that another backend produced),
+to_numpy(data, state), for_export(data, state), settle(node) and synchronize(state).
 """
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ def execute(node, args):
     out = prim.kernel(np, *args, **params) if params else prim.kernel(np, *args)
     # NumPy gives scalars for full reductions and scalar indexing; arrays are ndarrays
     return out if type(out) is np.ndarray else np.asarray(out)
+
+
+def run_deferred(state):
+    """Nothing deferred: each CPU kernel ran in `execute`."""
 
 
 def synchronize(state):

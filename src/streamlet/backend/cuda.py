@@ -30,10 +30,12 @@ which does not cover readers on other streams either, and the default pool is
 faster for the many tiny allocations of small-op programs.
 
 Evaluation.  Elementwise ops are fused (see `cuda_fuse`): `execute` defers them
-and the DAG is compiled into one kernel when its value is needed or at the end
-of the eval (a callback on the stream's timeline, `Handle.flush`), which also
-waits for the CUDA stream, so `eval` returns when the GPU work is done, as in
-MLX.  `async_eval` does the same on a worker thread.
+and the DAG is compiled into one kernel when its value is needed or once the
+scheduler has run the batch of nodes that built it (`run_deferred`, its pass
+over the batch), which also waits for the CUDA stream, so `eval` returns when the
+GPU work is done, as in MLX.  `async_eval` does the same on a worker thread.
+A fused kernel that fails fails its nodes through the scheduler (`scheduler.fail`),
+and its outputs are counted by the memory accounting as any kernel's.
 
 Failures.  Out of memory surfaces as RuntimeError naming the op and the bytes;
 the pool's cached blocks are released so the process stays usable.  CUDA errors
@@ -61,7 +63,8 @@ import cupyx
 import numpy as np
 from cupy.cuda import runtime
 
-from ..core.memory import apply_cache_limit
+from ..core.memory import TRACK_BYTES, apply_cache_limit, track as track_memory
+from ..core.scheduler import StreamError, fail
 from . import cuda_checks as checks
 from . import cuda_fuse as fuse
 from .cuda_fuse import CTYPE, Lazy
@@ -126,7 +129,7 @@ class Handle:
     """The CUDA side of one GPU stream."""
 
     __slots__ = ("index", "device", "stream", "ptr", "lock", "pending", "hold", "retained",
-                 "armed", "epoch", "flush", "fault", "watched", "__weakref__")
+                 "epoch", "fault", "watched", "__weakref__")
 
     def __init__(self, state):
         self.index = state.stream.device.index
@@ -138,12 +141,9 @@ class Handle:
         self.pending = []  # nodes given a Lazy since the last flush
         self.hold = []  # inputs from other streams read by pending Lazies
         self.retained = []  # (event, objects): keep objects alive until the event completes
-        self.armed = 0  # the stream number a flush is already registered for
         self.epoch = 1  # counts flushes; a Lazy of an older one is computed before reuse
-        self.fault = None  # a CUDA error met by a flush on the timeline (a StreamError)
+        self.fault = None  # a CUDA error met by a flush at the end of a batch (a StreamError)
         self.watched = []  # nodes with index checks not read yet (cuda_checks)
-        ref = weakref.ref(self)
-        self.flush = lambda: _flush_quietly(ref())
 
 
 _create_lock = threading.Lock()
@@ -160,21 +160,12 @@ def handle(state) -> Handle:
     return h
 
 
-def _arm(state, h):
-    """Register a flush for the end of this eval's work on the stream."""
-    seq = state.issued
-    if h.armed < seq:
-        h.armed = seq
-        state.when_done(seq, h.flush)
-
-
 # -- running ops ------------------------------------------------------------------------------
 
 def execute(node, args):
     """Run (or, for elementwise ops, defer) one node on its stream's CUDA stream."""
     state = node.stream
     h = state.native or handle(state)
-    _arm(state, h)
     checks.inherit(node, h)
     prim = node.prim
     if prim.cform is not None:
@@ -422,6 +413,8 @@ def _compute(plan, h, retain=False):
     for r, o in zip(roots, outs):
         r.value = o
         r.args = None
+        if o.nbytes >= TRACK_BYTES:
+            track_memory(o)
 
 
 def flat_leaf(a, shape):
@@ -455,10 +448,8 @@ def _launch_entry(plan, leaves, outs, scalar, vec, h):
                          tuple(CTYPE[o.dtype] for o in outs), tuple(plan.outputs), vec, h.index)
 
 
-def _flush(h):
-    """End of an eval on this stream: compute the sinks of its DAGs, wait for the GPU."""
-    if h is None:
-        return
+def _flush(h, state):
+    """Compute the sinks of the DAGs deferred since the last flush, wait for the GPU."""
     with h.lock:
         nodes, h.pending = h.pending, []
         h.epoch += 1
@@ -470,7 +461,8 @@ def _flush(h):
                         _compute(plan, h)
                     except Exception as exc:
                         owner = {id(n.data): n for n in nodes}
-                        _poison([owner[id(r)] for r in plan.roots], exc)
+                        fail([owner[id(r)] for r in plan.roots], exc, state,
+                             "fused elementwise")
             nodes = lazies = plan = None  # not kept alive while the device is waited for
         if h.hold:
             hold, h.hold = h.hold, []
@@ -480,31 +472,20 @@ def _flush(h):
         checks.settle_watched(h)
 
 
-def _flush_quietly(h):
-    """The flush run by the scheduler's timeline: it must not raise into the scheduler.
+def run_deferred(state):
+    """The scheduler has run a batch of the stream's nodes: its pass over what `execute`
+    deferred (the fused kernels of the batch's elementwise DAGs), then a wait for the GPU.
 
-    A CUDA error it meets fails the arrays of the stream read or evaluated until the
+    A CUDA error met waiting fails the arrays of the stream read or evaluated until the
     stream's synchronize (`settle`), and that synchronize reports it if nothing did."""
+    h = state.native
+    if h is None:
+        return
     try:
-        _flush(h)
+        _flush(h, state)
     except Exception as exc:
-        from ..core.scheduler import StreamError
         h.fault = StreamError(f"[eval] CUDA error: {exc}")
         h.fault.__cause__ = exc
-
-
-def _poison(arrays, exc):
-    """These arrays' kernel failed: every later read of them raises the error."""
-    from ..core.scheduler import StreamError
-    text = str(exc)
-    err = StreamError(text if text.startswith("[") else f"[fused elementwise] {text}")
-    for arr in arrays:
-        arr.error = err
-        st = arr.stream
-        if st is not None:
-            with st.lock:
-                if all(e is not err for e in st.errors):
-                    st.errors.append(err)
 
 
 # -- the rest of the backend interface ------------------------------------------------------------
@@ -569,7 +550,7 @@ def synchronize(state):
         fault.reported = True
         raise RuntimeError(str(fault).replace("[eval]", "[synchronize]", 1)) from fault
     try:
-        _flush(h)
+        _flush(h, state)
         with h.lock:
             r = h.retained
             while r and r[0][0].done:

@@ -233,12 +233,10 @@ def run_node(node, state):
             if any(x is None for x in args):  # not a kernel's fault: an input never computed
                 exc = RuntimeError("An input was never computed (its evaluation was "
                                    "interrupted, or the process forked while it ran).")
-            node.error = StreamError(_message(node, exc))
+            node.error = StreamError(_message(node.prim.name, exc))
             node.error.__cause__ = exc
     if node.error is not None:
-        with state.lock:
-            if all(e is not node.error for e in state.errors):
-                state.errors.append(node.error)
+        _report(node.error, state)
     if t:
         TIMELINE.end(node, state, t)
     if not (node.tracer and TRACING.depth):
@@ -247,13 +245,32 @@ def run_node(node, state):
         node.params = None
 
 
-def _message(node, exc):
+def _message(name, exc):
     text = str(exc) or type(exc).__name__
-    return text if text.startswith("[") else f"[{node.prim.name}] {text}"
+    return text if text.startswith("[") else f"[{name}] {text}"
+
+
+def _report(error, state):
+    """List `error` once among the stream's errors, for its synchronize to raise."""
+    with state.lock:
+        if all(e is not error for e in state.errors):
+            state.errors.append(error)
+
+
+def fail(nodes, exc, state, name):
+    """A kernel of the backend's own that computed `nodes` together (op `name`) raised
+    `exc`: each of them fails with it, as a node whose kernel raised does."""
+    error = StreamError(_message(name, exc))
+    error.__cause__ = exc
+    for node in nodes:
+        node.error = error
+    _report(error, state)
 
 
 def run_batch(state, batch, blocking) -> bool:
-    """Run a batch from where it stopped; False if it parked waiting for another stream."""
+    """Run a batch from where it stopped, then the backend's pass over what it deferred
+    (`run_deferred`: the GPU's fused kernels); False if it parked waiting for another
+    stream."""
     nodes, waits, signals = batch.nodes, batch.waits, batch.signals
     for i in range(batch.pos, len(nodes)):
         if batch.cancel is not None:  # the eval's thread was interrupted
@@ -277,6 +294,7 @@ def run_batch(state, batch, blocking) -> bool:
         if signals and i in signals:
             state.advance(node.seq)
     batch.pos = len(nodes)
+    state.backend.run_deferred(state)
     return True
 
 
