@@ -183,6 +183,45 @@ def test_matmul_uses_tf32_within_its_precision():
     np.testing.assert_allclose(got64, want, rtol=1e-12)
 
 
+LAYOUTS = {  # name: (x, y) from operands a (.., 24, 16), b (.., 16, 8) and their transposes
+    "rows": lambda a, b, at, bt: (a, b),
+    "transposed views": lambda a, b, at, bt: (mx.swapaxes(at, -1, -2), mx.swapaxes(bt, -1, -2)),
+    "one transposed": lambda a, b, at, bt: (a, mx.swapaxes(bt, -1, -2)),
+    "strided slice": lambda a, b, at, bt: (a[..., ::2, :], b),
+    "column slice": lambda a, b, at, bt: (a[..., :, 1:9], b[..., 1:9, :]),
+    "vector": lambda a, b, at, bt: (a[..., 0, :], b),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("batch", [(), (3,), (2, 3), "broadcast"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_matmul_layouts_and_stacks_give_the_cpu_product(layout, batch, dtype):
+    """One cuBLAS call per product or stack (cuda_gemm) where the layout allows, CuPy's
+    matmul elsewhere: either way the CPU's product, bfloat16 within one rounding."""
+    lead_a, lead_b = ((2, 3), (3,)) if batch == "broadcast" else (batch, batch)
+    a, b = sample(lead_a + (24, 16), np.float32), sample(lead_b + (16, 8), np.float32)
+
+    def f(a, b):
+        d = getattr(mx, dtype)
+        a, b = a.astype(d), b.astype(d)
+        at, bt = mx.contiguous(mx.swapaxes(a, -1, -2)), mx.contiguous(mx.swapaxes(b, -1, -2))
+        return mx.matmul(*LAYOUTS[layout](a, b, at, bt))
+    got, want = gpu_and_cpu(f, a, b)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if dtype == "bfloat16":
+        got, want = got.astype(np.float32), want.astype(np.float32)
+    rtol = 2.0 ** -7 if dtype == "bfloat16" else 1e-5
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
+
+
+def test_matmul_of_bfloat16_with_float32_promotes_as_the_cpu():
+    a, b = sample((5, 7), np.float32), sample((7, 3), np.float32)
+    got, want = gpu_and_cpu(lambda a, b: mx.matmul(a.astype(mx.bfloat16), b), a, b)
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_bfloat16_gives_the_cpu_bits():
     x, y = sample((40,), np.float32), sample((40,), np.float32)
 

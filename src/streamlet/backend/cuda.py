@@ -49,11 +49,11 @@ the same bits.  `__dlpack__` of a bfloat16 GPU array exports the uint16 bits in 
 retyped to DLPack's bfloat16 (`core.capsule`); a CUDA bfloat16 import is retyped to uint16
 for CuPy and held as `BF16` (`core.convert`).
 
-float32 matmul uses TF32 tensor cores, as MLX's CUDA backend does by default.
+float32 matmul uses TF32 tensor cores, as MLX's CUDA backend does by default
+(`cuda_gemm`).
 """
 from __future__ import annotations
 
-import os
 import re
 import threading
 import weakref
@@ -76,7 +76,6 @@ except ImportError:  # pragma: no cover - ml_dtypes is a dependency of the core
     BF16_NP = None
 
 _OOM = cp.cuda.memory.OutOfMemoryError
-TF32 = os.environ.get("MLX_ENABLE_TF32", "1") not in ("0", "false", "False")
 _ndarray = cp.ndarray
 PINNED_MIN = 1 << 20  # bytes: larger host arrays go through pinned memory, asynchronously
 
@@ -181,12 +180,12 @@ def execute(node, args):
         out_bf16 = node.dtype.name == "bfloat16"
         kernel = prim.gpu or prim.kernel
         bf16 = prim.gpu.bfloat16 if prim.gpu is not None else "float32"
-        on_bits = bf16 == "bits"
-        if on_bits:  # bytes reinterpreted: bfloat16 stays its bits and nothing rounds
+        on_bits = bf16 == "bits" or bf16 == "native"  # a bfloat16 result comes as its bits
+        if bf16 == "bits":  # bytes reinterpreted: bfloat16 stays its bits and nothing rounds
             dev_args = [a.bits if type(a) is BF16 else a for a in dev_args]
             if out_bf16:
                 params = {**params, "dtype": np.dtype(np.uint16)}
-        elif out_bf16 or any(type(a) is BF16 for a in dev_args):
+        elif not on_bits and (out_bf16 or any(type(a) is BF16 for a in dev_args)):
             dev_args, params = _bf16_inputs(dev_args, params)
         try:
             out = kernel(cp, *dev_args, **(own_params if bf16 == "own" else params))
@@ -596,23 +595,6 @@ def _bf16_inputs(args, params):
 
 
 # -- GPU versions of kernels ------------------------------------------------------------------
-
-def matmul_tf32(xp, x, y, dtype=None):
-    """float32 matmul on TF32 tensor cores (MLX's CUDA default, off where the environment
-    says MLX_ENABLE_TF32=0, as MLX reads it); other dtypes as CuPy does."""
-    if dtype is not None:
-        x, y = x.astype(dtype, copy=False), y.astype(dtype, copy=False)
-    if x.dtype != np.float32 or not TF32:
-        return cp.matmul(x, y)
-    from cupy_backends.cuda.libs import cublas
-    hdl = cp.cuda.device.get_cublas_handle()
-    mode = cublas.getMathMode(hdl)
-    cublas.setMathMode(hdl, getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH", 3))
-    try:
-        return cp.matmul(x, y)
-    finally:
-        cublas.setMathMode(hdl, mode)
-
 
 _X86_ASTYPE = cp.ElementwiseKernel(
     "F x", "I y", "y = sizeof(I) == 8 ? (I)x86_i64((double)x) : (I)x86_i32((double)x);",

@@ -72,7 +72,9 @@ class GpuKernel:
     `bfloat16` says how it sees bfloat16, which CuPy lacks: "float32" (inputs and dtype
     parameters as float32, the result rounded back), "own" (float32 inputs but the node's
     own dtype parameters: it rounds as the CPU does, and returns float32 holding bfloat16
-    values) or "bits" (inputs and result as their uint16 bits: a reinterpretation).
+    values), "bits" (inputs and result as their uint16 bits: a reinterpretation) or
+    "native" (bfloat16 inputs as the backend holds them, `cuda.BF16`, the node's own dtype
+    parameters, a bfloat16 result returned as its bits: the kernel computes in bfloat16).
     `host_scalars`: NumPy scalar inputs arrive as they are, not copied to the device (the
     kernel passes them as launch parameters).
     """

@@ -111,7 +111,8 @@ def _matmul_shape(params, xs, ys):
     return batch + (x2[-2],) * (len(xs) > 1) + (y2[-1],) * (len(ys) > 1), params
 
 
-_MATMUL = bl.make("matmul", _matmul, gpu=bl.GpuKernel("streamlet.backend.cuda:matmul_tf32"),
+_MATMUL = bl.make("matmul", _matmul,
+                  gpu=bl.GpuKernel("streamlet.backend.cuda_gemm:matmul", bfloat16="native"),
                   vjp=_matmul_vjp, jvp=_matmul_jvp, vmap=_matmul_vmap,
                   shape=_matmul_shape)
 

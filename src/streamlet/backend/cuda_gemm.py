@@ -1,0 +1,139 @@
+"""matmul on the GPU: one cuBLAS call for float32 and bfloat16 matrices and stacks of them.
+
+A product of matrices each stored by rows or by columns (a transpose is a view: no copy)
+with one batch stride each (0 for a broadcast batch) is one `cublasGemmStridedBatchedEx`
+(`cublasGemmEx` for a single product) in the node's own dtype: bfloat16 operands stay
+bfloat16 (their bits), accumulate in float32 and round once, as MLX's CUDA gemm and our
+CPU kernel do, and float32 uses TF32 tensor cores where MLX_ENABLE_TF32 allows, as MLX
+does.  Other dtypes and layouts go to `cupy.matmul`.  This skips what CuPy's matmul and
+the bfloat16 conversions cost per call: a small model's token is dozens of small GEMMs.
+"""
+from __future__ import annotations
+
+import os
+
+import cupy as cp
+import numpy as np
+from cupy_backends.cuda.libs import cublas
+
+from .cuda import BF16, BF16_NP, _from_bf16, _to_bf16
+
+TF32 = os.environ.get("MLX_ENABLE_TF32", "1") not in ("0", "false", "False")
+
+_R_32F, _R_16BF = 0, 14  # cudaDataType
+_COMPUTE_32F, _COMPUTE_32F_FAST_TF32 = 68, 77  # cublasComputeType_t
+_ALGO = -1  # CUBLAS_GEMM_DEFAULT
+_ONE, _ZERO = np.ones((), np.float32), np.zeros((), np.float32)
+_F32 = np.dtype(np.float32)
+_U16 = np.dtype(np.uint16)
+
+
+def _layout(a):
+    """(op, leading dimension, batch stride) of the matrices of `a` (elements), as cuBLAS
+    reads a row-major matrix (its transpose, column-major), or None."""
+    r, c = a.shape[-2], a.shape[-1]
+    item = a.itemsize
+    sr, sc = a.strides[-2] // item, a.strides[-1] // item
+    if (sc == 1 or c == 1) and (sr >= max(c, 1) or r == 1):
+        op, ld = cublas.CUBLAS_OP_N, max(sr if r > 1 else c, 1)
+    elif (sr == 1 or r == 1) and (sc >= max(r, 1) or c == 1):
+        op, ld = cublas.CUBLAS_OP_T, max(sc if c > 1 else r, 1)
+    else:
+        return None
+    return op, ld
+
+
+def _batch_stride(a, batch):
+    """The one element stride between the matrices of `a` broadcast to `batch`, or None."""
+    if not batch:
+        return 0
+    lead = a.ndim - 2
+    strides = [0] * (len(batch) - lead) + [s // a.itemsize for s in a.strides[:lead]]
+    shape = (1,) * (len(batch) - lead) + a.shape[:lead]
+    # the stack must be one arithmetic progression: innermost batch axis first
+    step = None
+    span = 1
+    for n, s, full in zip(reversed(shape), reversed(strides), reversed(batch)):
+        if full == 1:
+            continue
+        if n == 1:
+            s = 0
+        if step is None:
+            step = s
+        elif s != step * span:
+            return None
+        span *= full
+    return step or 0
+
+
+def gemm(x, y, out_bits):
+    """`x @ y` for float32 operands, or bfloat16 ones given as their uint16 bits when
+    `out_bits`; None where the layout needs `cupy.matmul`."""
+    if x.ndim < 2 or y.ndim < 2:
+        return None
+    m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
+    batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    lx, ly = _layout(x), _layout(y)
+    if lx is None or ly is None:
+        return None
+    sx, sy = _batch_stride(x, batch), _batch_stride(y, batch)
+    if sx is None or sy is None:
+        return None
+    out = cp.empty(batch + (m, n), _U16 if out_bits else _F32)
+    if out.size == 0:
+        return out
+    if k == 0:
+        out.fill(0)
+        return out
+    kind = _R_16BF if out_bits else _R_32F
+    compute = _COMPUTE_32F_FAST_TF32 if TF32 and not out_bits else _COMPUTE_32F
+    handle = cp.cuda.device.get_cublas_handle()  # CuPy's calls set its stream: the current one
+    count = int(np.prod(batch, dtype=np.int64)) if batch else 1
+    # row-major C = X Y is column-major C^T = Y^T X^T: cuBLAS's A is y, its B is x
+    if count == 1:
+        cublas.gemmEx(handle, ly[0], lx[0], n, m, k, _ONE.ctypes.data,
+                      y.data.ptr, kind, ly[1], x.data.ptr, kind, lx[1], _ZERO.ctypes.data,
+                      out.data.ptr, kind, n, compute, _ALGO)
+    else:
+        cublas.gemmStridedBatchedEx(handle, ly[0], lx[0], n, m, k, _ONE.ctypes.data,
+                                    y.data.ptr, kind, ly[1], sy, x.data.ptr, kind, lx[1], sx,
+                                    _ZERO.ctypes.data, out.data.ptr, kind, n, m * n, count,
+                                    compute, _ALGO)
+    return out
+
+
+def matmul(xp, x, y, dtype):
+    """The GPU kernel of matmul (GpuKernel mode "native": bfloat16 operands arrive as
+    `BF16`, a bfloat16 result leaves as its bits)."""
+    if dtype == BF16_NP:
+        xb, yb = _bits(x), _bits(y)
+        out = gemm(xb, yb, True)
+        return out if out is not None else _to_bf16(_cupy_matmul(_from_bf16(xb),
+                                                                 _from_bf16(yb)))
+    x, y = _as(x, dtype), _as(y, dtype)
+    out = gemm(x, y, False) if dtype == _F32 else None
+    return out if out is not None else _cupy_matmul(x, y)
+
+
+def _bits(a):
+    """A bfloat16 operand's bits (another dtype rounded to bfloat16 first)."""
+    return a.bits if type(a) is BF16 else _to_bf16(a)
+
+
+def _as(a, dtype):
+    if type(a) is BF16:
+        a = _from_bf16(a.bits)
+    return a.astype(dtype, copy=False)
+
+
+def _cupy_matmul(x, y):
+    """cupy.matmul, on TF32 tensor cores for float32 where MLX_ENABLE_TF32 allows."""
+    if x.dtype != _F32 or not TF32:
+        return cp.matmul(x, y)
+    handle = cp.cuda.device.get_cublas_handle()
+    mode = cublas.getMathMode(handle)
+    cublas.setMathMode(handle, getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH", 3))
+    try:
+        return cp.matmul(x, y)
+    finally:
+        cublas.setMathMode(handle, mode)
