@@ -163,12 +163,8 @@ def vjp_nodes(outputs, primals, cotangents, wants):
                 on = n.stream
                 prev = build_on(on)
                 saved = saved or prev
-            if n.prim.derivs is not None:
-                fast = derivative_cotangents(n, c, needs)
-                if fast is not None:
-                    for i, r in fast:
-                        _accumulate(cot, i, r)
-                    continue
+            if n.prim.derivs is not None and derivative_cotangents(n, c, needs, cot, _accumulate):
+                continue
             rule = n.prim.vjp
             if rule is None:
                 raise _missing(n, "vjp")

@@ -223,17 +223,33 @@ def from_partials(dx, dy, name):
     return {"vjp": vjp, "jvp": jvp, "derivs": _direct(parts)}
 
 
-def derivative_cotangents(n, c, wanted):
-    """The cotangents of node `n`'s inputs whose ids are in `wanted`, as (input node,
-    cotangent) pairs, built straight from its derivative columns (`n.prim.derivs`): what its
+def derivative_cotangents(n, c, wanted, cot, accumulate):
+    """Add to `cot` (input id -> cotangent) the cotangents of node `n`'s inputs whose ids
+    are in `wanted`, built straight from its derivative columns (`n.prim.derivs`): what its
     vjp rule gives, for the common case of a CPU stream and real floats of one dtype, where
-    each is one fused node (or the cotangent itself, for a derivative of 1).  None where
-    that case does not hold: the walk then applies the rule."""
-    nodes = n.inputs + (n,)
-    if not _fuses(c._dtype, nodes, n.stream):
-        return None
-    return [(i, c if deriv.prim is None else deriv.fused(c, nodes, n.stream))
-            for i, deriv in zip(n.inputs, n.prim.derivs) if id(i) in wanted]
+    each is one fused node (or the cotangent itself, for a derivative of 1).  False where
+    that case does not hold: the walk then applies the rule.
+
+    The vjp walk's hot loop: a cotangent of the input's shape is stored or added here, any
+    other through `accumulate(cot, input, cotangent)` (the walk's: it sums over broadcast
+    axes)."""
+    d, st, ins = c._dtype, n.stream, n.inputs
+    nodes = ins + (n,)
+    if not _fuses(d, nodes, st):
+        return False
+    shape, cn = n.shape, c._node
+    for i, deriv in zip(ins, n.prim.derivs):
+        key = id(i)
+        if key not in wanted:
+            continue
+        r = c if deriv.prim is None else \
+            b.node_of(deriv.prim, (cn,) + nodes, shape, d, b.NO_PARAMS, st)
+        prev = cot.get(key)
+        if i.shape != shape or type(prev) is b.Parts:
+            accumulate(cot, i, r)
+        else:
+            cot[key] = r if prev is None else _ew.add(prev, r)
+    return True
 
 
 def via(fn):
