@@ -63,7 +63,7 @@ def _batch_stride(a, batch):
         elif s != step * span:
             return None
         span *= full
-    return step or 0
+    return None if step is not None and step < 0 else step or 0
 
 
 def gemm(x, y, out_bits):
@@ -88,6 +88,8 @@ def gemm(x, y, out_bits):
     kind = _R_16BF if out_bits else _R_32F
     compute = _COMPUTE_32F_FAST_TF32 if TF32 and not out_bits else _COMPUTE_32F
     handle = cp.cuda.device.get_cublas_handle()  # CuPy's calls set its stream: the current one
+    if cublas.getPointerMode(handle) != cublas.CUBLAS_POINTER_MODE_HOST:  # alpha, beta: host
+        cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
     count = int(np.prod(batch, dtype=np.int64)) if batch else 1
     # row-major C = X Y is column-major C^T = Y^T X^T: cuBLAS's A is y, its B is x
     if count == 1:
