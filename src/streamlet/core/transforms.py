@@ -141,7 +141,7 @@ def _accumulate(cot, i, r):
         return
     if r._shape != i.shape or r._dtype is not i.dtype:
         r = fit(r, i)
-    cot[id(i)] = r if prev is None else _ops.add(prev, r)
+    cot[id(i)] = r if prev is None else _ops.add.same(prev, r)
 
 
 def vjp_nodes(outputs, primals, cotangents, wants):

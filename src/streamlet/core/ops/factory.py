@@ -74,7 +74,8 @@ def unary(name, fn, rule, refused, deriv, ufunc=None, gpu=None, cform=None):
 def binary(name, fn, rule, refused, partials, ufunc=None, cform=None):
     """`op(a, b, stream=None)` computing `fn(xp, x, y)` on inputs of their common dtype;
     `partials` are its two partial derivatives (`rules.from_partials`); `ufunc` and
-    `cform` as for `unary`."""
+    `cform` as for `unary`.  `op.same(x, y)` is the op of two arrays of one shape and one
+    dtype that it computes in, with nothing to check (the transforms' sums of cotangents)."""
     transforms = dict(rules.from_partials(*partials, name), vmap=rules.elementwise_vmap,
                       shape=rules.broadcast_shape, cform=cform)
     direct = b.make(name, fn, donate=ufunc, **transforms)
@@ -98,4 +99,5 @@ def binary(name, fn, rule, refused, partials, ufunc=None, cform=None):
         return node(casting, (x, y), shape, out[0], out[2], st)
     b.rename(op, name)
     op.__doc__ = f"Elementwise {name} with broadcasting: `mx.{name}(a, b, stream=s)`."
+    op.same = lambda x, y: node(direct, (x, y), x._shape, x._dtype, b.NO_PARAMS, resolve(None))
     return op

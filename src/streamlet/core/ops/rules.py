@@ -248,7 +248,7 @@ def derivative_cotangents(n, c, wanted, cot, accumulate):
         if i.shape != shape or type(prev) is b.Parts:
             accumulate(cot, i, r)
         else:
-            cot[key] = r if prev is None else _ew.add(prev, r)
+            cot[key] = r if prev is None else _ew.add.same(prev, r)
     return True
 
 
