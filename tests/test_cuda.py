@@ -189,7 +189,7 @@ LAYOUTS = {  # name: (x, y) from operands a (.., 24, 16), b (.., 16, 8) and thei
     "one transposed": lambda a, b, at, bt: (a, mx.swapaxes(bt, -1, -2)),
     "strided slice": lambda a, b, at, bt: (a[..., ::2, :], b),
     "column slice": lambda a, b, at, bt: (a[..., :, 1:9], b[..., 1:9, :]),
-    "vector": lambda a, b, at, bt: (a[..., 0, :], b),
+    "vector": lambda a, b, at, bt: (mx.reshape(a, (-1, 16))[0], b),
 }
 
 

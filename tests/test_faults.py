@@ -231,6 +231,7 @@ SIGINT_CASES = {
     """,
     # the real thing: long matmuls, SIGINT from a timer; the signal lands where it lands
     "timer_during_long_matmuls": """
+        mx.set_default_device(mx.cpu)  # long CPU matmuls (a GPU's would be done in time)
         s = mx.default_stream(mx.cpu)
         x = mx.array(np.eye(1200, dtype=np.float32))
         outs, refs = [], []

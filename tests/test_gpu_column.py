@@ -24,7 +24,7 @@ def test_every_gpu_column_is_a_gpu_kernel_whose_function_exists():
             "arange"} <= set(kernels)
     for name, k in kernels.items():
         assert isinstance(k, GpuKernel), name
-        assert k.bfloat16 in ("float32", "own", "bits"), (name, k.bfloat16)
+        assert k.bfloat16 in ("float32", "own", "bits", "native"), (name, k.bfloat16)
         if k.path is None:
             continue
         module, fn = k.path.split(":")

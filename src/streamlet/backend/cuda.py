@@ -34,8 +34,10 @@ and the DAG is compiled into one kernel when its value is needed or once the
 scheduler has run the batch of nodes that built it (`run_deferred`, its pass
 over the batch), which also waits for the CUDA stream, so `eval` returns when the
 GPU work is done, as in MLX.  `async_eval` does the same on a worker thread.
-A fused kernel that fails fails its nodes through the scheduler (`scheduler.fail`),
-and its outputs are counted by the memory accounting as any kernel's.
+The stream keeps weak references to the DAG's nodes (a value no one can read again is
+neither computed nor kept); a fused kernel that fails at the flush leaves its error on
+its `Lazy`, listed among the stream's errors, and its node takes it when read or
+returned (`settle`); fused outputs count in the memory accounting as any kernel's.
 
 Failures.  Out of memory surfaces as RuntimeError naming the op and the bytes;
 the pool's cached blocks are released so the process stays usable.  CUDA errors
@@ -64,7 +66,7 @@ import numpy as np
 from cupy.cuda import runtime
 
 from ..core.memory import TRACK_BYTES, apply_cache_limit, track as track_memory
-from ..core.scheduler import StreamError, fail
+from ..core.scheduler import StreamError, failure, report
 from . import cuda_checks as checks
 from . import cuda_fuse as fuse
 from .cuda_fuse import CTYPE, Lazy
@@ -77,6 +79,7 @@ except ImportError:  # pragma: no cover - ml_dtypes is a dependency of the core
 
 _OOM = cp.cuda.memory.OutOfMemoryError
 _ndarray = cp.ndarray
+_weak = weakref.ref
 PINNED_MIN = 1 << 20  # bytes: larger host arrays go through pinned memory, asynchronously
 
 
@@ -137,7 +140,7 @@ class Handle:
             self.stream = cp.cuda.Stream(non_blocking=True)
         self.ptr = self.stream.ptr
         self.lock = threading.RLock()  # guards pending, hold, retained and launches of Lazies
-        self.pending = []  # nodes given a Lazy since the last flush
+        self.pending = []  # weak references to the Lazies made since the last flush
         self.hold = []  # inputs from other streams read by pending Lazies
         self.retained = []  # (event, objects): keep objects alive until the event completes
         self.epoch = 1  # counts flushes; a Lazy of an older one is computed before reuse
@@ -266,8 +269,9 @@ def _defer(node, args, h):
         elif kind not in _FUSABLE_SCALARS:
             return None
         operands.append(a)
-    h.pending.append(node)  # its _data will be the Lazy
-    return Lazy(h, spec, operands, shape, node.dtype.np, depth + 1)
+    lz = Lazy(h, spec, operands, shape, node.dtype.np, depth + 1)
+    h.pending.append(_weak(lz))
+    return lz
 
 
 def _value_of(lz, h, inp):
@@ -382,6 +386,8 @@ def materialize(lz):
     """Compute a Lazy's value now, on its own stream."""
     if lz.value is not None:
         return
+    if lz.error is not None:
+        raise lz.error
     h = lz.handle
     with h.lock, h.device, h.stream:
         if lz.value is None:
@@ -408,7 +414,7 @@ def _compute(plan, h, retain=False):
     if n:
         _launch(plan, leaves, outs, n, h)
         if retain:  # a Lazy computed on demand: its leaves may come from other streams
-            h.hold.extend(leaves)
+            _retain(h, leaves)
     for r, o in zip(roots, outs):
         r.value = o
         r.args = None
@@ -450,19 +456,20 @@ def _launch_entry(plan, leaves, outs, scalar, vec, h):
 def _flush(h, state):
     """Compute the sinks of the DAGs deferred since the last flush, wait for the GPU."""
     with h.lock:
-        nodes, h.pending = h.pending, []
+        refs, h.pending = h.pending, []
         h.epoch += 1
-        if nodes:
-            lazies = [n.data for n in nodes if type(n.data) is Lazy]
+        if refs:
+            lazies = [lz for ref in refs if (lz := ref()) is not None]
             with h.device, h.stream:
                 for plan in fuse.plans_for(lazies):
                     try:
                         _compute(plan, h)
                     except Exception as exc:
-                        owner = {id(n.data): n for n in nodes}
-                        fail([owner[id(r)] for r in plan.roots], exc, state,
-                             "fused elementwise")
-            nodes = lazies = plan = None  # not kept alive while the device is waited for
+                        error = failure("fused elementwise", exc)
+                        for lz in plan.roots:
+                            lz.error = error
+                        report(error, state)
+            refs = lazies = plan = None  # not kept alive while the device is waited for
         if h.hold:
             hold, h.hold = h.hold, []
             _retain(h, hold)
@@ -491,9 +498,12 @@ def run_deferred(state):
 
 def settle(node):
     """Before `node` is read, returned by eval or copied to the host for a CPU op: its
-    index checks, and a CUDA error met by the flush of its stream since the last
-    synchronize."""
+    index checks, its fused kernel's failure, and a CUDA error met by the flush of its
+    stream since the last synchronize."""
     checks.settle_one(node)
+    data = node.data
+    if type(data) is Lazy and data.error is not None and node.error is None:
+        node.error = data.error
     h = node.stream.native
     if h is not None and h.fault is not None and node.error is None:
         node.error = h.fault

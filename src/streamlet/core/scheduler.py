@@ -233,10 +233,9 @@ def run_node(node, state):
             if any(x is None for x in args):  # not a kernel's fault: an input never computed
                 exc = RuntimeError("An input was never computed (its evaluation was "
                                    "interrupted, or the process forked while it ran).")
-            node.error = StreamError(_message(node.prim.name, exc))
-            node.error.__cause__ = exc
+            node.error = failure(node.prim.name, exc)
     if node.error is not None:
-        _report(node.error, state)
+        report(node.error, state)
     if t:
         TIMELINE.end(node, state, t)
     if not (node.tracer and TRACING.depth):
@@ -250,21 +249,19 @@ def _message(name, exc):
     return text if text.startswith("[") else f"[{name}] {text}"
 
 
-def _report(error, state):
+def report(error, state):
     """List `error` once among the stream's errors, for its synchronize to raise."""
     with state.lock:
         if all(e is not error for e in state.errors):
             state.errors.append(error)
 
 
-def fail(nodes, exc, state, name):
-    """A kernel of the backend's own that computed `nodes` together (op `name`) raised
-    `exc`: each of them fails with it, as a node whose kernel raised does."""
+def failure(name, exc) -> StreamError:
+    """The StreamError of op `name`'s kernel that raised `exc` (a backend's own kernel
+    computing several nodes at once gives its error to each, as `run_node` does to one)."""
     error = StreamError(_message(name, exc))
     error.__cause__ = exc
-    for node in nodes:
-        node.error = error
-    _report(error, state)
+    return error
 
 
 def run_batch(state, batch, blocking) -> bool:
