@@ -222,6 +222,60 @@ def test_matmul_of_bfloat16_with_float32_promotes_as_the_cpu():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def _close_to_cpu(got, want, dtype):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    rtol = 2.0 ** -7 if dtype == "bfloat16" else 1e-5
+    got, want = got.astype(np.float32), want.astype(np.float32)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("weight", ["same", "float32", None])
+def test_rms_norm_kernel_gives_the_cpu_values(dtype, weight):
+    x, w = sample((3, 5, 200), np.float32), sample((200,), np.float32)
+
+    def f(x, w):
+        d = getattr(mx, dtype)
+        wt = None if weight is None else w.astype(d if weight == "same" else mx.float32)
+        return mx.fast.rms_norm(x.astype(d), wt, 1e-5)
+    _close_to_cpu(*gpu_and_cpu(f, x, w), dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("traditional", [False, True])
+@pytest.mark.parametrize("case", ["transposed", "vector offset", "partial dims", "freqs",
+                                  "three axes"])
+def test_rope_kernel_gives_the_cpu_values(dtype, traditional, case):
+    x = sample((2, 7, 4, 16), np.float32)  # (B, T, H, D): transposed to (B, H, T, D)
+    freqs = np.abs(sample((4,), np.float32)) + 1
+
+    def f(x, fr):
+        x = x.astype(getattr(mx, dtype))
+        kw = dict(traditional=traditional, base=10000.0, scale=0.5, offset=3)
+        dims = 16
+        if case == "transposed":
+            x = mx.swapaxes(x, 1, 2)
+        elif case == "vector offset":
+            x, kw["offset"] = mx.contiguous(mx.swapaxes(x, 1, 2)), mx.array([5, 9])
+        elif case == "partial dims":
+            dims = 8
+        elif case == "freqs":
+            dims, kw["base"], kw["freqs"] = 8, None, fr
+        else:
+            x = mx.reshape(x, (2, 7, 64))[..., :16]
+        return mx.fast.rope(x, dims, **kw)
+    _close_to_cpu(*gpu_and_cpu(f, x, freqs), dtype)
+
+
+def test_rope_gradient_on_the_gpu_is_the_cpus():
+    x = sample((1, 2, 5, 8), np.float32)
+
+    def f(x):
+        return mx.grad(lambda v: (mx.fast.rope(v, 8, traditional=False, base=100.0,
+                                               scale=1.0, offset=2) * v[..., ::-1]).sum())(x)
+    _close_to_cpu(*gpu_and_cpu(f, x), "float32")
+
+
 def test_bfloat16_gives_the_cpu_bits():
     x, y = sample((40,), np.float32), sample((40,), np.float32)
 

@@ -180,6 +180,7 @@ def _norm_vmap(axes, out, x, *rest, eps, has, dtype):
 
 
 _RMS = b.make("rms_norm", _norm_kernel(_rms_norm), vjp=_norm_vjp(False),
+              gpu=b.GpuKernel("streamlet.backend.cuda_fast:rms_norm", bfloat16="native"),
               jvp=_norm_jvp(False), vmap=_norm_vmap)
 _LN = b.make("layer_norm", _norm_kernel(_layer_norm), vjp=_norm_vjp(True),
              jvp=_norm_jvp(True), vmap=_norm_vmap)
@@ -373,7 +374,8 @@ def _rope_vmap(axes, out, x, offset, *freqs, **params):
     return _rope_node(moved, offset, freqs[0] if freqs else None, params, st), 1
 
 
-_ROPE = b.make("rope", _rope, vjp=_rope_vjp, jvp=_rope_jvp, vmap=_rope_vmap)
+_ROPE = b.make("rope", _rope, vjp=_rope_vjp, jvp=_rope_jvp, vmap=_rope_vmap,
+               gpu=b.GpuKernel("streamlet.backend.cuda_fast:rope", bfloat16="native"))
 
 
 def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):

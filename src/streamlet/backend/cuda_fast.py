@@ -1,0 +1,182 @@
+"""`mx.fast.rms_norm` and `mx.fast.rope` on the GPU: one generated kernel each.
+
+Written as array code (`core.fast`), each is a dozen or more CuPy launches, and two more
+per bfloat16 input and output; a Llama block calls each twice per token.  Here each is
+one launch computing what the array code does, step for step: the same float32
+operations, and the same roundings to bfloat16 after each step the array code rounds
+(a bfloat16 product is rounded before it is summed, as the CPU's kernel does), so the
+results are the array code's up to the order of the sum of squares and CUDA's cosf and
+sinf.  Inputs of other dtypes (float16) go to the array code.
+"""
+from __future__ import annotations
+
+import cupy as cp
+import numpy as np
+
+from ..core import fast
+from .cuda import BF16, BF16_NP, _bf16_inputs, _to_bf16
+from .cuda_fuse import CTYPE
+
+_F32 = np.dtype(np.float32)
+_OPTIONS = ("--std=c++17", "--fmad=false")
+_BLOCK = 256
+
+_COMMON = r"""
+__device__ __forceinline__ float ld(const float* p, long long i) { return p[i]; }
+__device__ __forceinline__ float ld(const unsigned short* p, long long i) {
+  return __uint_as_float(((unsigned int)p[i]) << 16);
+}
+__device__ __forceinline__ unsigned short bits(float f) {  // round to nearest even, NaN quiet
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float rnd(float f, const float*) { return f; }
+__device__ __forceinline__ float rnd(float f, const unsigned short*) {
+  return __uint_as_float(((unsigned int)bits(f)) << 16);
+}
+__device__ __forceinline__ void st(float* p, long long i, float v) { p[i] = v; }
+__device__ __forceinline__ void st(unsigned short* p, long long i, float v) { p[i] = bits(v); }
+"""
+
+_RMS = r"""
+extern "C" __global__ void k(const TX* x, const TW* w, TO* out, long long d, float eps,
+                             int has_w) {
+  const TX* xr = x + (long long)blockIdx.x * d;
+  TO* orow = out + (long long)blockIdx.x * d;
+  float s = 0.0f;
+  for (long long j = threadIdx.x; j < d; j += blockDim.x) { float v = ld(xr, j); s += v * v; }
+  __shared__ float part[32];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    s = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+    if (threadIdx.x == 0) part[0] = s;
+  }
+  __syncthreads();
+  const float n = 1.0f / sqrtf(part[0] / (float)d + eps);
+  for (long long j = threadIdx.x; j < d; j += blockDim.x) {
+    float y = rnd(ld(xr, j) * n, (const TO*)0);
+    if (has_w) y = y * ld(w, j);
+    st(orow, j, y);
+  }
+}
+"""
+
+_ROPE = r"""
+extern "C" __global__ void k(const TX* x, const OT* offset, const float* inv, TX* out,
+                             long long n, long long H, long long T, long long D,
+                             long long s0, long long s1, long long s2, long long s3,
+                             int per_batch, int dims, int traditional, int forward,
+                             float scale) {
+  long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= n) return;
+  long long j = e % D, r = e / D, t = r % T, bh = r / T, h = bh % H, b = bh / H;
+  const TX* xr = x + b * s0 + h * s1 + t * s2;
+  if (j >= dims) { out[e] = xr[j * s3]; return; }
+  const int half = dims / 2;
+  int i, first;
+  if (traditional) { i = (int)(j / 2); first = (j % 2) == 0; }
+  else { first = j < half; i = first ? (int)j : (int)j - half; }
+  const long long f1 = traditional ? 2 * i : i, f2 = traditional ? 2 * i + 1 : i + half;
+  const float x1 = ld(xr, f1 * s3), x2 = ld(xr, f2 * s3);
+  float pos = (float)t + (float)offset[per_batch ? b : 0];
+  pos = pos * scale;
+  const float theta = pos * inv[i];
+  const TX* q = (const TX*)0;
+  const float c = rnd(cosf(theta), q), s = rnd(sinf(theta), q);
+  float o;
+  if (forward) o = first ? rnd(x1 * c, q) - rnd(x2 * s, q) : rnd(x1 * s, q) + rnd(x2 * c, q);
+  else o = first ? rnd(x2 * s, q) + rnd(x1 * c, q) : rnd(x2 * c, q) - rnd(x1 * s, q);
+  st(out, e, o);
+}
+"""
+
+_C = {_F32: "float", BF16_NP: "unsigned short"}
+_kernels: dict = {}
+_freqs: dict = {}  # (device, half, base) -> RoPE's default inverse frequencies on the device
+
+
+def _kernel(source, **types):
+    key = (source, tuple(sorted(types.items())))
+    fn = _kernels.get(key)
+    if fn is None:
+        defs = "".join(f"#define {k} {v}\n" for k, v in types.items())
+        fn = _kernels[key] = cp.RawKernel(defs + _COMMON + source, "k", options=_OPTIONS)
+    return fn
+
+
+def _dtype(a):
+    return BF16_NP if type(a) is BF16 else a.dtype
+
+
+def _data(a):
+    return a.bits if type(a) is BF16 else a
+
+
+def _array_code(kernel, args, params, out_dtype):
+    """The op as `core.fast` writes it, in float32 for bfloat16 operands."""
+    args, work = _bf16_inputs(list(args), params)
+    out = kernel(cp, *args, **work)
+    return _to_bf16(out) if out_dtype == BF16_NP else out
+
+
+def rms_norm(xp, x, *rest, eps, has, dtype):
+    """The GPU kernel of `fast.rms_norm` (GpuKernel mode "native")."""
+    w = rest[0] if has[0] else None
+    types = [_dtype(x), dtype] + ([_dtype(w)] if w is not None else [])
+    if any(t not in _C for t in types) or x.ndim == 0 or x.shape[-1] == 0:
+        return _array_code(fast._RMS.kernel, (x, *rest),
+                           {"eps": eps, "has": has, "dtype": dtype}, dtype)
+    xd = cp.ascontiguousarray(_data(x))
+    d = xd.shape[-1]
+    out = cp.empty(xd.shape, np.uint16 if dtype == BF16_NP else _F32)
+    rows = xd.size // d
+    if rows:
+        wd = cp.ascontiguousarray(_data(w)) if w is not None else xd
+        fn = _kernel(_RMS, TX=_C[_dtype(x)], TW=_C[_dtype(w) if w is not None else _F32],
+                     TO=_C[dtype])
+        fn((rows,), (_BLOCK,), (xd, wd, out, np.int64(d), np.float32(eps),
+                                np.int32(w is not None)))
+    return out
+
+
+def _inverse_frequencies(half, base, freqs):
+    if freqs:
+        f = freqs[0]
+        f = _bf16_inputs([f], {})[0][0] if type(f) is BF16 else f
+        return np.float32(1) / f.astype(_F32)
+    key = (cp.cuda.Device().id, half, base)
+    inv = _freqs.get(key)
+    if inv is None:
+        inv = _freqs[key] = cp.ascontiguousarray(fast._inv_freqs(cp, half, base))
+    return inv
+
+
+def rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
+    """The GPU kernel of `fast.rope` (GpuKernel mode "native")."""
+    params = {"dims": dims, "traditional": traditional, "base": base, "scale": scale,
+              "forward": forward}
+    dtype = _dtype(x)
+    if dtype not in _C or CTYPE.get(offset.dtype) is None or x.ndim < 3:
+        return _array_code(fast._ROPE.kernel, (x, offset, *freqs), params, dtype)
+    xd = _data(x)
+    shape = xd.shape
+    if xd.ndim == 3:
+        xd = xd[:, None]
+    elif xd.ndim > 4:
+        xd = xd.reshape(shape[0], -1, shape[-2], shape[-1])
+    out = cp.empty(xd.shape, xd.dtype)
+    n = out.size
+    if n:
+        inv = _inverse_frequencies(dims // 2, base, freqs)
+        _, H, T, D = xd.shape
+        strides = [np.int64(s // xd.itemsize) for s in xd.strides]
+        fn = _kernel(_ROPE, TX=_C[dtype], OT=CTYPE[offset.dtype])
+        fn(((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
+           (xd, cp.ascontiguousarray(offset), inv, out, np.int64(n), np.int64(H),
+            np.int64(T), np.int64(D), *strides, np.int32(offset.size > 1), np.int32(dims),
+            np.int32(bool(traditional)), np.int32(bool(forward)), np.float32(scale)))
+    return out.reshape(shape)
