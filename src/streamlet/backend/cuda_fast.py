@@ -127,10 +127,12 @@ def rms_norm(xp, x, *rest, eps, has, dtype):
     """The GPU kernel of `fast.rms_norm` (GpuKernel mode "native")."""
     w = rest[0] if has[0] else None
     types = [_dtype(x), dtype] + ([_dtype(w)] if w is not None else [])
-    if any(t not in _C for t in types) or x.ndim == 0 or x.shape[-1] == 0:
+    xd = _data(x)
+    if any(t not in _C for t in types) or xd.ndim == 0 or xd.shape[-1] == 0 or \
+            (w is not None and _data(w).shape != xd.shape[-1:]):  # vmap's batched weights
         return _array_code(fast._RMS.kernel, (x, *rest),
                            {"eps": eps, "has": has, "dtype": dtype}, dtype)
-    xd = cp.ascontiguousarray(_data(x))
+    xd = cp.ascontiguousarray(xd)
     d = xd.shape[-1]
     out = cp.empty(xd.shape, np.uint16 if dtype == BF16_NP else _F32)
     rows = xd.size // d
@@ -160,7 +162,7 @@ def rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
     params = {"dims": dims, "traditional": traditional, "base": base, "scale": scale,
               "forward": forward}
     dtype = _dtype(x)
-    if dtype not in _C or CTYPE.get(offset.dtype) is None or x.ndim < 3:
+    if dtype not in _C or CTYPE.get(offset.dtype) is None or _data(x).ndim < 3:
         return _array_code(fast._ROPE.kernel, (x, offset, *freqs), params, dtype)
     xd = _data(x)
     shape = xd.shape
