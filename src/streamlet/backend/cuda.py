@@ -34,7 +34,7 @@ and the DAG is compiled into one kernel when its value is needed or once the
 scheduler has run the batch of nodes that built it (`run_deferred`, its pass
 over the batch), which also waits for the CUDA stream, so `eval` returns when the
 GPU work is done, as in MLX.  `async_eval` does the same on a worker thread.
-The stream keeps weak references to the DAG's nodes (a value no one can read again is
+The stream keeps weak references to its Lazies (a value no one can read again is
 neither computed nor kept); a fused kernel that fails at the flush leaves its error on
 its `Lazy`, listed among the stream's errors, and its node takes it when read or
 returned (`settle`); fused outputs count in the memory accounting as any kernel's.

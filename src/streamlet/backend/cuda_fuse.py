@@ -56,8 +56,7 @@ class Lazy:
 
     def __init__(self, handle, spec, args, shape, dtype, depth=1):
         self.handle = handle  # the stream it runs on
-        self.spec = spec  # interned (id, op, compute C type, output C type, operand C types,
-        # C form)
+        self.spec = spec  # interned: (id, op, compute, output and operand C types, C form)
         self.args = args  # Lazy, cupy arrays (leaves) or NumPy scalars (constants)
         self.shape = shape
         self.dtype = dtype  # NumPy dtype of the value

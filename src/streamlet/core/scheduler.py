@@ -244,11 +244,6 @@ def run_node(node, state):
         node.params = None
 
 
-def _message(name, exc):
-    text = str(exc) or type(exc).__name__
-    return text if text.startswith("[") else f"[{name}] {text}"
-
-
 def report(error, state):
     """List `error` once among the stream's errors, for its synchronize to raise."""
     with state.lock:
@@ -259,7 +254,8 @@ def report(error, state):
 def failure(name, exc) -> StreamError:
     """The StreamError of op `name`'s kernel that raised `exc` (a backend's own kernel
     computing several nodes at once gives its error to each, as `run_node` does to one)."""
-    error = StreamError(_message(name, exc))
+    text = str(exc) or type(exc).__name__
+    error = StreamError(text if text.startswith("[") else f"[{name}] {text}")
     error.__cause__ = exc
     return error
 
