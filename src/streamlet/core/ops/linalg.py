@@ -58,7 +58,17 @@ def _adjoint(m):
     return _sh.swapaxes(_ew.conj(m) if m._dtype.kind == "c" else m, -1, -2)
 
 
+def _product_node(a, b_):
+    """`a @ b_` of two real matrices of one dtype: the matmul node, nothing to check."""
+    d = a._dtype
+    return bl.node(_MATMUL, (a, b_), (a._shape[0], b_._shape[1]), d, {"dtype": d.np},
+                   bl.resolve(None))
+
+
 def _matmul_vjp(c, out, x, y, dtype):
+    if x.ndim == y.ndim == 2 and c._dtype is x._dtype is y._dtype and c._dtype.kind == "f":
+        return (lambda: _product_node(c, _sh._permuted(y, (1, 0), None)),
+                lambda: _product_node(_sh._permuted(x, (1, 0), None), c))
     squeeze = _sh.squeeze
     xm, ym = _matrices(x, y)
     cm = _as_product(c, x, y)
