@@ -104,9 +104,9 @@ def fit(c, target: Node):
         ones = tuple(lead + i for i, n in enumerate(target.shape)
                      if n == 1 and c._shape[lead + i] != 1)
         if ones:
-            c = _ops.sum(c, axis=ones, keepdims=True)
+            c = _ops.sum.along(c, ones, True)
         if lead:
-            c = _ops.sum(c, axis=tuple(range(lead)))
+            c = _ops.sum.along(c, tuple(range(lead)))
     if c._dtype is not target.dtype:
         c = _ops.astype(c, target.dtype)
     return c

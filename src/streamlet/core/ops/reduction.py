@@ -189,13 +189,18 @@ def _make(name, fn, rule, empty_ok, vjp, jvp):
     prim = b.make(name, _kernel(fn), vjp=vjp, jvp=jvp, vmap=along_axes("axis"),
                   shape=_reduced_shape)
 
-    def op(a, /, axis=None, keepdims=False, *, stream=None):
-        st = b.resolve(stream)
-        a, axes = _prepare(a, axis, name, empty_ok)
+    def along(a, axes, keepdims=False, state=None):
         # NOTE: MLX keeps the input's dtype when no axis is reduced (sum of a 0-d bool is bool)
         d = a._dtype if not axes and rule is _sum_dtype else rule(a._dtype)
         params = {"axis": axes, "keepdims": bool(keepdims), "dtype": d.np}
-        return b.node(prim, (a,), _out_shape(a._shape, axes, keepdims), d, params, st)
+        return b.node(prim, (a,), _out_shape(a._shape, axes, keepdims), d, params,
+                      state or b.resolve(None))
+
+    def op(a, /, axis=None, keepdims=False, *, stream=None):
+        st = b.resolve(stream)
+        a, axes = _prepare(a, axis, name, empty_ok)
+        return along(a, axes, keepdims, st)
+    op.along = along  # axes already a tuple of checked axes: the transforms' sums
     b.rename(op, name)
     op.__doc__ = (f"Reduce with {name} over `axis` (all axes if None): "
                   f"`mx.{name}(a, axis=0, keepdims=False, stream=s)`.")
