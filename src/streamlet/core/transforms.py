@@ -14,10 +14,11 @@ from __future__ import annotations
 import operator
 
 from . import trees
-from .array import array, node, wrap
+from .array import array, const, node, wrap
 from .graph import TRACING, Node, Primitive
 from . import ops as _ops
 from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, as_array, broadcast_shapes
+from .ops.creation import filled
 from .ops.rules import derivative_cotangents, same_shape
 from .stream import build_on, resolve, restore_build
 
@@ -288,7 +289,7 @@ def vjp(fun, primals, cotangents):
 
 def _zeros_like(p):
     n = p._node
-    return _ops.zeros(n.shape, n.dtype, stream=n.stream.stream if n.prim is not None else None)
+    return filled(n.shape, 0, n.dtype, n.stream if n.prim is not None else resolve(None))
 
 
 def _pair_cotangents(outputs, cotangents, op):
@@ -432,7 +433,6 @@ def _value_and_grad(fun, nums, names, tag, scalar_only):
             value = fun(*box[0], **box[1])
             trees.restore(box, starts, flat)
             outs = _loss_outputs(value, tag, scalar_only)
-            from .array import const
             loss = outs[0]
             cot = _pair_cotangents([loss], [const(1.0, loss._dtype)], tag[1:-1])
             grads = vjp_nodes([loss._node], starts, cot, want)

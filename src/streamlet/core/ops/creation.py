@@ -62,16 +62,20 @@ def _dtype(dtype, default):
 
 def full(shape, vals, dtype=None, *, stream=None):
     """An array of `shape` filled with `vals` (a scalar or an array broadcast to it)."""
-    from .shape import broadcast_to
     shape = dims.shape(shape, "full")
     if isinstance(vals, b.array) or not b.is_scalar(vals):
+        from .shape import broadcast_to
         v = b.as_array(vals, "full")
         if dtype is not None:
             v = astype(v, dtype, stream=stream)
         return broadcast_to(v, shape, stream=stream)
     d = _dtype(dtype, dt.scalar_dtype(vals))
-    return b.node(_FULL, (), shape, d, {"shape": shape, "value": vals, "dtype": d.np},
-                  b.resolve(stream))
+    return filled(shape, vals, d, b.resolve(stream))
+
+
+def filled(shape, value, d, state):
+    """`full` of a checked shape tuple and a scalar `value` in Dtype `d` on stream `state`."""
+    return b.node(_FULL, (), shape, d, {"shape": shape, "value": value, "dtype": d.np}, state)
 
 
 def zeros(shape, dtype=dt.float32, *, stream=None):
