@@ -285,6 +285,15 @@ def test_value_and_grad_with_aux_outputs(mlx):
     same(mlx, program)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int32"])
+def test_parameters_the_loss_does_not_reach_get_zeros_of_their_shape_and_dtype(mlx, dtype):
+    def program(mod):
+        p = {"used": _arr(mod, [1.0, 2.0]), "unused": [_arr(mod, [[1, 2, 3]], dtype),
+                                                      _arr(mod, 5, dtype)]}
+        return mod.value_and_grad(lambda p: mod.sum(p["used"] * 3.0))(p)
+    same(mlx, program)
+
+
 def test_wrong_returns_raise_as_mlx(mlx):
     x = [1.0, 2.0]
     same(mlx, lambda mod: mod.grad(lambda x: x)(_arr(mod, x)))
