@@ -17,6 +17,7 @@ import numpy as np
 from cupy_backends.cuda.libs import cublas
 
 from .cuda import BF16, BF16_NP, _from_bf16, _to_bf16
+from .gemm_layout import batch_stride, layout
 
 TF32 = os.environ.get("MLX_ENABLE_TF32", "1") not in ("0", "false", "False")
 
@@ -28,44 +29,6 @@ _F32 = np.dtype(np.float32)
 _U16 = np.dtype(np.uint16)
 
 
-def _layout(a):
-    """(op, leading dimension, batch stride) of the matrices of `a` (elements), as cuBLAS
-    reads a row-major matrix (its transpose, column-major), or None."""
-    r, c = a.shape[-2], a.shape[-1]
-    item = a.itemsize
-    sr, sc = a.strides[-2] // item, a.strides[-1] // item
-    if (sc == 1 or c == 1) and (sr >= max(c, 1) or r == 1):
-        op, ld = cublas.CUBLAS_OP_N, max(sr if r > 1 else c, 1)
-    elif (sr == 1 or r == 1) and (sc >= max(r, 1) or c == 1):
-        op, ld = cublas.CUBLAS_OP_T, max(sc if c > 1 else r, 1)
-    else:
-        return None
-    return op, ld
-
-
-def _batch_stride(a, batch):
-    """The one element stride between the matrices of `a` broadcast to `batch`, or None."""
-    if not batch:
-        return 0
-    lead = a.ndim - 2
-    strides = [0] * (len(batch) - lead) + [s // a.itemsize for s in a.strides[:lead]]
-    shape = (1,) * (len(batch) - lead) + a.shape[:lead]
-    # the stack must be one arithmetic progression: innermost batch axis first
-    step = None
-    span = 1
-    for n, s, full in zip(reversed(shape), reversed(strides), reversed(batch)):
-        if full == 1:
-            continue
-        if n == 1:
-            s = 0
-        if step is None:
-            step = s
-        elif s != step * span:
-            return None
-        span *= full
-    return None if step is not None and step < 0 else step or 0
-
-
 def gemm(x, y, out_bits):
     """`x @ y` for float32 operands, or bfloat16 ones given as their uint16 bits when
     `out_bits`; None where the layout needs `cupy.matmul`."""
@@ -73,10 +36,10 @@ def gemm(x, y, out_bits):
         return None
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
     batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
-    lx, ly = _layout(x), _layout(y)
+    lx, ly = layout(x), layout(y)
     if lx is None or ly is None:
         return None
-    sx, sy = _batch_stride(x, batch), _batch_stride(y, batch)
+    sx, sy = batch_stride(x, batch), batch_stride(y, batch)
     if sx is None or sy is None:
         return None
     out = cp.empty(batch + (m, n), _U16 if out_bits else _F32)
