@@ -4,6 +4,7 @@ import operator
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import streamlet.core as mx
 from conftest import requires_gpu
@@ -451,6 +452,29 @@ def test_getitem_vs_numpy(index):
     np.testing.assert_array_equal(np.array(got), want)
     if isinstance(index, (np.ndarray, tuple)):  # NumPy arrays work as indices too
         np.testing.assert_array_equal(np.array(a[index]), want)
+
+
+_BASIC = st.one_of(st.integers(-7, 7), st.none(), st.just(Ellipsis),
+                   st.builds(slice, st.none() | st.integers(-8, 8),
+                             st.none() | st.integers(-8, 8), st.none() | st.integers(-3, 3)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(0, 4), max_size=4), st.lists(_BASIC, max_size=5))
+def test_basic_indexes_have_numpys_shape_values_and_refusals(shape, index):
+    """Ints, slices, None and Ellipsis in any mix, fitting or not: the shape known when the
+    op is built, the values and the refusals are NumPy's."""
+    base = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
+    index = tuple(index)
+    try:
+        want = base[index]
+    except (IndexError, ValueError):
+        with pytest.raises((IndexError, ValueError)):
+            mx.array(base)[index]
+        return
+    got = mx.array(base)[index]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(np.array(got), want)
 
 
 def test_getitem_vs_mlx(mlx):

@@ -142,11 +142,46 @@ def parse_index(a, index, op):
             probe.append(int(x))
         else:
             raise TypeError(f"[{op}] Cannot index an array with {type(x).__name__}.")
-    try:
-        shape = _dummy(a._shape)[tuple(probe)].shape
-    except IndexError as exc:
-        raise b.BadIndex(f"[{op}] {exc} (array shape {a._shape}).") from None
+    shape = None if arrays else _basic_shape(a._shape, probe)
+    if shape is None:  # index arrays, or an index NumPy refuses: its probe words the error
+        try:
+            shape = _dummy(a._shape)[tuple(probe)].shape
+        except IndexError as exc:
+            raise b.BadIndex(f"[{op}] {exc} (array shape {a._shape}).") from None
     return tuple(template), arrays, shape
+
+
+def _basic_shape(shape, index):
+    """The shape of `a[index]` for ints, slices, None and one Ellipsis that fit `shape`
+    (NumPy's rules); None for anything else."""
+    ndim = len(shape)
+    used = 0
+    for x in index:
+        if x is not None and x is not Ellipsis:
+            used += 1
+    if used > ndim:
+        return None
+    out, d, ellipsis = [], 0, False
+    for x in index:
+        if x is None:
+            out.append(1)
+        elif x is Ellipsis:
+            if ellipsis:
+                return None
+            ellipsis = True
+            out.extend(shape[d:d + ndim - used])
+            d += ndim - used
+        elif type(x) is int:
+            if not -shape[d] <= x < shape[d]:
+                return None
+            d += 1
+        else:
+            if x.step == 0:
+                return None
+            out.append(len(range(*x.indices(shape[d]))))
+            d += 1
+    out.extend(shape[d:])
+    return tuple(out)
 
 
 def fill_index(index, arrays):
