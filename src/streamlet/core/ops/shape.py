@@ -175,7 +175,9 @@ def reshape(a, /, shape, *, stream=None):
     a = b.as_array(a, "reshape")
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
-    spec = tuple(dims.dim(operator.index(n), "reshape") for n in shape)
+    spec = tuple(shape)
+    if not all(type(n) is int and -1 <= n <= dims.HIGH for n in spec):  # checked one by one
+        spec = tuple(dims.dim(operator.index(n), "reshape") for n in spec)
     if spec.count(-1) > 1 or any(n < -1 for n in spec):
         raise ValueError(f"[reshape] Invalid shape {spec}: at most one -1 and no other "
                          "negative sizes.")
@@ -221,9 +223,11 @@ def transpose(a, /, axes=None, *, stream=None):
         if len(axes) != a.ndim:
             raise ValueError(f"[transpose] Received {len(axes)} axes for array with "
                              f"{a.ndim} dimensions.")
-        axes = tuple(b.normalize_axis(x, a.ndim, "transpose") for x in axes)
-        if len(set(axes)) != len(axes):
-            raise ValueError(f"[transpose] Repeated axes in {axes}.")
+        axes = tuple(axes)
+        if not all(type(x) is int for x in axes) or sorted(axes) != list(range(a.ndim)):
+            axes = tuple(b.normalize_axis(x, a.ndim, "transpose") for x in axes)
+            if len(set(axes)) != len(axes):
+                raise ValueError(f"[transpose] Repeated axes in {axes}.")
     return _permuted(a, axes, stream)
 
 
