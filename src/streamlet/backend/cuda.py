@@ -571,12 +571,17 @@ def synchronize(state):
 
 # -- bfloat16 ---------------------------------------------------------------------------------
 
-_TO_BF16 = cp.ElementwiseKernel(
-    "float32 x", "uint16 y",
-    "unsigned int u = __float_as_uint(x);"
-    "y = ((u & 0x7fffffffu) > 0x7f800000u) ? (unsigned short)((u >> 16) | 0x40u)"
-    " : (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);",
-    "streamlet_to_bf16")
+# float32 -> bfloat16 bits, to nearest even, NaN kept quiet (what ml_dtypes does); the
+# generated kernels that store bfloat16 (`cuda_fast`) call it too
+BF16_BITS = r"""
+__device__ __forceinline__ unsigned short bf16_bits(float f) {
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+"""
+_TO_BF16 = cp.ElementwiseKernel("float32 x", "uint16 y", "y = bf16_bits(x);",
+                                "streamlet_to_bf16", preamble=BF16_BITS)
 
 
 def _to_bf16(x):

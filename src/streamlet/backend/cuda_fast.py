@@ -14,7 +14,7 @@ import cupy as cp
 import numpy as np
 
 from ..core import fast
-from .cuda import BF16, BF16_NP, _bf16_inputs, _to_bf16
+from .cuda import BF16, BF16_BITS, BF16_NP, _bf16_inputs, _to_bf16
 from .cuda_fuse import CTYPE
 
 _F32 = np.dtype(np.float32)
@@ -26,17 +26,14 @@ __device__ __forceinline__ float ld(const float* p, long long i) { return p[i]; 
 __device__ __forceinline__ float ld(const unsigned short* p, long long i) {
   return __uint_as_float(((unsigned int)p[i]) << 16);
 }
-__device__ __forceinline__ unsigned short bits(float f) {  // round to nearest even, NaN quiet
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
 __device__ __forceinline__ float rnd(float f, const float*) { return f; }
 __device__ __forceinline__ float rnd(float f, const unsigned short*) {
-  return __uint_as_float(((unsigned int)bits(f)) << 16);
+  return __uint_as_float(((unsigned int)bf16_bits(f)) << 16);
 }
 __device__ __forceinline__ void st(float* p, long long i, float v) { p[i] = v; }
-__device__ __forceinline__ void st(unsigned short* p, long long i, float v) { p[i] = bits(v); }
+__device__ __forceinline__ void st(unsigned short* p, long long i, float v) {
+  p[i] = bf16_bits(v);
+}
 """
 
 _RMS = r"""
@@ -104,7 +101,8 @@ def _kernel(source, **types):
     fn = _kernels.get(key)
     if fn is None:
         defs = "".join(f"#define {k} {v}\n" for k, v in types.items())
-        fn = _kernels[key] = cp.RawKernel(defs + _COMMON + source, "k", options=_OPTIONS)
+        fn = _kernels[key] = cp.RawKernel(defs + BF16_BITS + _COMMON + source, "k",
+                                          options=_OPTIONS)
     return fn
 
 

@@ -73,7 +73,6 @@ def _inplace(fn, what):
     return method
 
 
-
 def _equality(fn, missing):
     def method(self, other):
         try:
