@@ -626,6 +626,7 @@ NOT_DIFFERENTIABLE = {
     "stop_gradient": "gradients stop here",
     "identity": "array.py's placeholder, never in a traced graph",
     "compiled": "fused runs; compile replays single ops under a transform",
+    "compiled_graph": "a compiled program on the GPU; replayed step by step under a transform",
 }
 
 # Primitives with a vjp that these cases do not reach, and where they are checked.

@@ -177,32 +177,41 @@ def execute(node, args):
     with h.device, h.stream:
         held = []
         dev_args = [_device_arg(a, inp, h, held) for a, inp in zip(args, node.inputs)]
-        if prim.gpu is None or not prim.gpu.host_scalars:
-            dev_args = [cp.asarray(a) if isinstance(a, np.generic) else a for a in dev_args]
-        params = own_params = node.params or {}
-        out_bf16 = node.dtype.name == "bfloat16"
-        kernel = prim.gpu or prim.kernel
-        bf16 = prim.gpu.bfloat16 if prim.gpu is not None else "float32"
-        on_bits = bf16 == "bits" or bf16 == "native"  # a bfloat16 result comes as its bits
-        if bf16 == "bits":  # bytes reinterpreted: bfloat16 stays its bits and nothing rounds
-            dev_args = [a.bits if type(a) is BF16 else a for a in dev_args]
-            if out_bf16:
-                params = {**params, "dtype": np.dtype(np.uint16)}
-        elif not on_bits and (out_bf16 or any(type(a) is BF16 for a in dev_args)):
-            dev_args, params = _bf16_inputs(dev_args, params)
         try:
-            out = kernel(cp, *dev_args, **(own_params if bf16 == "own" else params))
-            if prim.bounds is not None:
-                checks.watch(node, prim.bounds(*dev_args, **own_params), h)
-            if not prim.multi:  # a multi-output primitive's box stays a host object array
-                if isinstance(out, (np.ndarray, np.generic, int, float, complex)):
-                    out = cp.asarray(out)
-                if out_bf16:
-                    out = BF16(out if on_bits else _to_bf16(out))
+            out = run_kernel(prim, node.params, node.dtype, dev_args,
+                             None if prim.bounds is None else
+                             lambda pairs: checks.watch(node, pairs, h))
         except _OOM as exc:
             raise out_of_memory(prim.name, h, exc) from None
         if held:
             _retain(h, held)
+    return out
+
+
+def run_kernel(prim, params, dtype, dev_args, watch=None):
+    """`prim`'s kernel on inputs already on this device and stream (the current ones), as
+    the GPU sees bfloat16 (`GpuKernel.bfloat16`); `watch` takes its index checks."""
+    if prim.gpu is None or not prim.gpu.host_scalars:
+        dev_args = [cp.asarray(a) if isinstance(a, np.generic) else a for a in dev_args]
+    params = own_params = params or {}
+    out_bf16 = dtype.name == "bfloat16"
+    kernel = prim.gpu or prim.kernel
+    bf16 = prim.gpu.bfloat16 if prim.gpu is not None else "float32"
+    on_bits = bf16 == "bits" or bf16 == "native"  # a bfloat16 result comes as its bits
+    if bf16 == "bits":  # bytes reinterpreted: bfloat16 stays its bits and nothing rounds
+        dev_args = [a.bits if type(a) is BF16 else a for a in dev_args]
+        if out_bf16:
+            params = {**params, "dtype": np.dtype(np.uint16)}
+    elif not on_bits and (out_bf16 or any(type(a) is BF16 for a in dev_args)):
+        dev_args, params = _bf16_inputs(dev_args, params)
+    out = kernel(cp, *dev_args, **(own_params if bf16 == "own" else params))
+    if watch is not None:
+        watch(prim.bounds(*dev_args, **own_params))
+    if not prim.multi:  # a multi-output primitive's box stays a host object array
+        if isinstance(out, (np.ndarray, np.generic, int, float, complex)):
+            out = cp.asarray(out)
+        if out_bf16 and type(out) is not BF16:  # (a selection from a box holds a BF16)
+            out = BF16(out if on_bits else _to_bf16(out))
     return out
 
 

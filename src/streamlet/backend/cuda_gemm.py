@@ -7,9 +7,13 @@ bfloat16 (their bits), accumulate in float32 and round once, as MLX's CUDA gemm 
 CPU kernel do, and float32 uses TF32 tensor cores where MLX_ENABLE_TF32 allows, as MLX
 does.  Other dtypes and layouts go to `cupy.matmul`.  This skips what CuPy's matmul and
 the bfloat16 conversions cost per call: a small model's token is dozens of small GEMMs.
+
+The calls go to libcublas through ctypes, on CuPy's handle: CuPy's wrappers refuse to run
+while a stream captures a CUDA graph (`cuda_graph`), which cuBLAS itself supports.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 
 import cupy as cp
@@ -27,6 +31,41 @@ _ALGO = -1  # CUBLAS_GEMM_DEFAULT
 _ONE, _ZERO = np.ones((), np.float32), np.zeros((), np.float32)
 _F32 = np.dtype(np.float32)
 _U16 = np.dtype(np.uint16)
+
+
+class _Cublas:
+    """The libcublas this process loaded (CuPy's), its three calls used here."""
+
+    def __init__(self):
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "/libcublas.so" in line}
+        lib = ctypes.CDLL(sorted(paths)[0])
+        P, I, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+        self.set_stream = self._fn(lib.cublasSetStream_v2, P, P)
+        self.gemm = self._fn(lib.cublasGemmEx, P, I, I, I, I, I, P, P, I, I, P, I, I, P, P,
+                             I, I, I, I)
+        self.gemm_batched = self._fn(lib.cublasGemmStridedBatchedEx, P, I, I, I, I, I, P, P,
+                                     I, I, L, P, I, I, L, P, P, I, I, L, I, I, I)
+
+    @staticmethod
+    def _fn(fn, *argtypes):
+        fn.argtypes, fn.restype = argtypes, ctypes.c_int
+
+        def call(*args):
+            status = fn(*args)
+            if status:
+                raise cublas.CUBLASError(status)
+        return call
+
+
+_lib = []
+
+
+def _cublas():
+    if not _lib:
+        cp.cuda.device.get_cublas_handle()  # loads libcublas
+        _lib.append(_Cublas())
+    return _lib[0]
 
 
 def gemm(x, y, out_bits):
@@ -50,20 +89,22 @@ def gemm(x, y, out_bits):
         return out
     kind = _R_16BF if out_bits else _R_32F
     compute = _COMPUTE_32F_FAST_TF32 if TF32 and not out_bits else _COMPUTE_32F
-    handle = cp.cuda.device.get_cublas_handle()  # CuPy's calls set its stream: the current one
+    lib = _cublas()
+    handle = cp.cuda.device.get_cublas_handle()
     if cublas.getPointerMode(handle) != cublas.CUBLAS_POINTER_MODE_HOST:  # alpha, beta: host
         cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    lib.set_stream(handle, cp.cuda.get_current_stream().ptr)
     count = int(np.prod(batch, dtype=np.int64)) if batch else 1
     # row-major C = X Y is column-major C^T = Y^T X^T: cuBLAS's A is y, its B is x
     if count == 1:
-        cublas.gemmEx(handle, ly[0], lx[0], n, m, k, _ONE.ctypes.data,
-                      y.data.ptr, kind, ly[1], x.data.ptr, kind, lx[1], _ZERO.ctypes.data,
-                      out.data.ptr, kind, n, compute, _ALGO)
+        lib.gemm(handle, ly[0], lx[0], n, m, k, _ONE.ctypes.data,
+                 y.data.ptr, kind, ly[1], x.data.ptr, kind, lx[1], _ZERO.ctypes.data,
+                 out.data.ptr, kind, n, compute, _ALGO)
     else:
-        cublas.gemmStridedBatchedEx(handle, ly[0], lx[0], n, m, k, _ONE.ctypes.data,
-                                    y.data.ptr, kind, ly[1], sy, x.data.ptr, kind, lx[1], sx,
-                                    _ZERO.ctypes.data, out.data.ptr, kind, n, m * n, count,
-                                    compute, _ALGO)
+        lib.gemm_batched(handle, ly[0], lx[0], n, m, k, _ONE.ctypes.data,
+                         y.data.ptr, kind, ly[1], sy, x.data.ptr, kind, lx[1], sx,
+                         _ZERO.ctypes.data, out.data.ptr, kind, n, m * n, count,
+                         compute, _ALGO)
     return out
 
 

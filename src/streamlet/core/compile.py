@@ -20,6 +20,7 @@ from .array import array, wrap
 from .dtypes import float64 as _F64
 from .graph import TRACING, Node
 from .fusion import fuse
+from .gpu_program import whole
 from .ops.build import SELECT
 from .stream import resolve
 
@@ -51,15 +52,16 @@ class Tape:
     """A traced function: values 0..n_inputs-1 are the call's inputs, then the trace's
     constants, then one value per step; `outputs` index the values.  `fused` is the
     same program with elementwise runs of CPU steps made single nodes (`fusion.py`),
-    and `gpu_fused`, made at the first replay on a GPU, the GPU's; both are used unless
-    a transform traces the call (its rules need the single ops)."""
+    and `gpu_whole` (the whole program as one node, `gpu_program.py`) or `gpu_fused`,
+    made at the first replay on a GPU, the GPU's; they are used unless a transform
+    traces the call (its rules need the single ops)."""
 
     def __init__(self, n_inputs, constants, steps, outputs, result, n_state, shapeless):
         self.n_inputs, self.constants, self.steps = n_inputs, constants, steps
         self.outputs, self.result, self.n_state = outputs, result, n_state
         self.shapeless = shapeless
         self.fused = fuse(steps, outputs, n_inputs + len(constants))
-        self.gpu_fused = self.gpu_refuses = None  # known at the first replay on a GPU
+        self.gpu_fused = self.gpu_whole = self.gpu_refuses = None  # known on a GPU
         if shapeless:
             for st in steps:
                 if st.prim.shape is None and st.prim is not SELECT:
@@ -78,6 +80,8 @@ class Tape:
                 self._for_gpu(values)
             if self.gpu_refuses:
                 raise ValueError("float64 is not supported on the GPU")  # as array.node
+            if not traced and self.gpu_whole is not None:
+                return self.gpu_whole.call(values, current)
             if not traced and self.gpu_fused:
                 steps, outputs = self.gpu_fused
         elif not traced and self.fused is not None:
@@ -100,12 +104,18 @@ class Tape:
 
     def _for_gpu(self, values):
         """Whether a step on the caller's stream computes in float64, which the GPU
-        refuses, and the GPU's fused program (none for shapeless replays)."""
+        refuses, and the GPU's programs (none for shapeless replays): the whole program as
+        one node where it can go whole (`gpu_program`), else its fused steps."""
         dtypes = [v.dtype for v in values] + [s.dtype for s in self.steps]
         self.gpu_refuses = any(s.stream is None and (s.dtype is _F64 or any(
             dtypes[r] is _F64 for r in s.refs)) for s in self.steps)
-        self.gpu_fused = () if self.shapeless else \
-            fuse(self.steps, self.outputs, len(values), gpu_dtypes=dtypes[:len(values)]) or ()
+        if self.shapeless:
+            self.gpu_fused = ()
+            return
+        first = len(values)
+        self.gpu_whole = whole(self.steps, self.outputs, self.n_inputs, first, dtypes[:first])
+        if self.gpu_whole is None:
+            self.gpu_fused = fuse(self.steps, self.outputs, first, gpu_dtypes=dtypes[:first]) or ()
 
 
 def _new_shape(step, ins):
@@ -121,7 +131,7 @@ def _signature(tree, flat, key, shapeless):
     if isinstance(tree, array):
         flat.append(tree)
         key.append((len(tree._shape) if shapeless else tree._shape, tree._dtype))
-    elif trees._is_key_state(tree):
+    elif tree is trees._key_state:
         flat.append(tree[0])
         key.append("key")
     elif isinstance(tree, (list, tuple)):

@@ -113,10 +113,11 @@ def _gpu_specs(steps, first, dtypes):
             if (s.stream is None or s.stream.gpu) and s.refs else None for s in steps]
 
 
-def fuse(steps, outputs, first, gpu_dtypes=None):
+def fuse(steps, outputs, first, gpu_dtypes=None, singles=False):
     """`(steps, outputs)` with fused runs, or None when nothing fuses.  Step k computes
     value `first + k`; `outputs` index values.  With `gpu_dtypes` (the dtypes of the
-    values before the steps) the program is the GPU's."""
+    values before the steps) the program is the GPU's; with `singles`, an elementwise
+    step that joins no run is a run of its own (its generated kernel)."""
     from .compile import _Step
     from .dot import label
     consumers = {}
@@ -147,7 +148,7 @@ def fuse(steps, outputs, first, gpu_dtypes=None):
                 if all(c in members or c > root for c in consumers.get(r, ())):
                     members.add(r)
                     stack.append(r)
-        if len(members) > 1:
+        if len(members) > 1 or singles:
             for m in members:
                 group_of[m] = len(groups)
             groups.append(sorted(members))

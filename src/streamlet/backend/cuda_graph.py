@@ -1,0 +1,160 @@
+"""A compiled function's whole GPU program (`core.gpu_program`) run by the backend:
+its steps' kernels in turn, then one CUDA graph per stream.
+
+On a stream, the first run copies the call's inputs into buffers of the program's own
+(`slots`) and runs the steps' kernels on them as `execute` would (`run_kernel`; runs
+of elementwise steps are their generated kernels), which compiles what they need.  The
+second run captures the same launches into a CUDA graph, keeping every buffer they
+allocate, and launches it; each later run copies the inputs into the slots, launches
+the graph and copies the results out (a later run overwrites them): a few launches
+where the program had one or more per step.  A capture that fails (a step that waits
+for the host or copies from it) leaves the program run step by step on that stream.
+
+Set `STREAMLET_CUDA_GRAPHS=0` to run every program step by step.
+"""
+from __future__ import annotations
+
+import os
+
+import cupy as cp
+import numpy as np
+
+from .cuda import BF16, run_kernel
+
+CAPTURE = os.environ.get("STREAMLET_CUDA_GRAPHS", "1") != "0"
+
+
+
+class Steps:
+    """A stream's state where the program runs step by step: why (the capture's error)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason):
+        self.reason = reason
+
+    def __repr__(self):
+        return f"Steps({self.reason!r})"
+
+
+_OFF = Steps("STREAMLET_CUDA_GRAPHS=0")
+
+
+def replay(xp, *args, program):
+    """The program's results on the current stream, boxed as a multi-output kernel's."""
+    stream = cp.cuda.get_current_stream()
+    with program.lock:
+        state = program.native.get(stream.ptr)
+        if state is None:
+            state = program.native[stream.ptr] = _Slots(program, args) if CAPTURE else _OFF
+            results = state.first_run(program, args, stream) if CAPTURE else None
+        elif type(state) is Steps:
+            results = None
+        else:
+            results = state.run(program, args, stream)
+            if type(results) is Steps:
+                program.native[stream.ptr] = results
+                results = None
+        if results is None:
+            results = _interpret(program, args)
+    box = np.empty((), dtype=object)
+    box[()] = tuple(results)
+    return box
+
+
+def _interpret(program, values):
+    """The program's results, each step's kernel run in turn."""
+    values = list(values)
+    drops = program.drops
+    for k, st in enumerate(program.steps):
+        values.append(run_kernel(st.prim, st.params, st.dtype, [values[r] for r in st.refs]))
+        for r in drops[k]:  # its buffer goes back to the pool for the steps after
+            values[r] = None
+    return [values[r] for r in program.results]
+
+
+class _Slots:
+    """A program's buffers on one stream: the inputs' slots (read by the steps where the
+    call's arrays were), and once captured the graph and the buffers it uses."""
+
+    __slots__ = ("slots", "graph", "results", "held")
+
+    def __init__(self, program, args):
+        used = {r for st in program.steps for r in st.refs}
+        self.slots = [_slot(a) if i < program.n_inputs and i in used else a
+                      for i, a in enumerate(args)]
+        self.graph = self.results = None
+        self.held = []
+
+    def first_run(self, program, args, stream):
+        self._copy_in(program, args, stream)
+        return [_copy_out(r, stream) for r in _interpret(program, self.slots)]
+
+    def run(self, program, args, stream):
+        """The results of a call, through the graph (captured now at the second call);
+        a Steps if the capture failed."""
+        self._copy_in(program, args, stream)
+        if self.graph is None:
+            failed = self._capture(program, stream)
+            if failed is not None:
+                return Steps(failed)
+        self.graph.launch(stream)
+        return [_copy_out(r, stream) for r in self.results]
+
+    def _capture(self, program, stream):
+        """Capture the steps on a stream of its own: other threads may record events on
+        or copy from the program's stream meanwhile, which a capturing stream refuses."""
+        pool = cp.get_default_memory_pool()
+        held = []
+
+        def malloc(size):  # what the graph writes stays its own
+            mem = pool.malloc(size)
+            held.append(mem)
+            return mem
+        side = cp.cuda.Stream(non_blocking=True)
+        try:
+            with side, cp.cuda.using_allocator(malloc):
+                side.begin_capture()
+                try:
+                    results = _interpret(program, self.slots)
+                finally:
+                    graph = side.end_capture()
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        self.graph, self.results, self.held = graph, results, held
+        return None
+
+    def _copy_in(self, program, args, stream):
+        slots = self.slots
+        for i in range(program.n_inputs):
+            s, a = slots[i], args[i]
+            if s is a:
+                continue
+            if type(s) is BF16:
+                s, a = s.bits, a.bits
+            if isinstance(a, np.generic):
+                s.set(np.asarray(a), stream=stream)
+            elif a.flags.c_contiguous:
+                if a.nbytes:
+                    s.data.copy_from_device_async(a.data, a.nbytes, stream)
+            else:
+                cp.copyto(s, a)
+
+
+def _slot(a):
+    """A buffer of the program's own for input `a` (a host scalar gets a device one)."""
+    if type(a) is BF16:
+        return BF16(cp.empty(a.bits.shape, a.bits.dtype))
+    return cp.empty(np.shape(a), a.dtype)
+
+
+def _copy_out(r, stream):
+    """A result in a buffer of its own (the program's are written again next call)."""
+    if type(r) is BF16:
+        return BF16(_copy_out(r.bits, stream))
+    if not r.flags.c_contiguous:
+        return cp.ascontiguousarray(r)
+    out = cp.empty(r.shape, r.dtype)
+    if r.nbytes:
+        out.data.copy_from_device_async(r.data, r.nbytes, stream)
+    return out

@@ -1,0 +1,79 @@
+"""A compiled function's GPU program as one node.
+
+A replay on a GPU stream builds one node for the whole traced program (its inputs: the
+call's inputs and the trace's constants) and a selection node per result, where the
+step-by-step replay builds and schedules a node per step.  The backend runs the steps
+itself (`backend.cuda_graph`: their kernels in turn, then one CUDA graph launch).
+
+A program goes whole when every step runs on the caller's stream and none checks
+indices on the device (`Primitive.bounds`, read back per node); runs of elementwise
+steps are their generated kernels, a lone elementwise step a run of its own.
+"""
+from __future__ import annotations
+
+import threading
+
+from .array import wrap
+from .fusion import fuse
+from .graph import GpuKernel, Node, Primitive
+from .ops.build import SELECT
+
+
+def _gpu_only(xp, *args, **params):
+    raise RuntimeError("[compiled_graph] A whole compiled program runs on a GPU stream only.")
+
+
+WHOLE = Primitive("compiled_graph", _gpu_only,
+                  GpuKernel("streamlet.backend.cuda_graph:replay", bfloat16="native",
+                            host_scalars=True), multi=True)
+
+
+class Program:
+    """The steps of a traced program on the values `0..n_values-1` (the call's
+    `n_inputs` inputs, then the constants), the values it returns (`results`), when each
+    value is read for the last time (`drops[k]`: values free after step k), and the
+    backend's state per CUDA stream (`native`, under `lock`)."""
+
+    __slots__ = ("steps", "n_inputs", "n_values", "results", "outs", "drops", "where",
+                 "native", "lock")
+
+    def __init__(self, steps, n_inputs, n_values, outputs):
+        self.steps, self.n_inputs, self.n_values = steps, n_inputs, n_values
+        self.results = tuple(sorted({o for o in outputs if o >= n_values}))
+        slot = {r: i for i, r in enumerate(self.results)}
+        self.where = tuple(slot.get(o, -1 - o) for o in outputs)  # < 0: a value passed on
+        made = {n_values + k: s for k, s in enumerate(steps)}
+        self.outs = tuple((made[r].shape, made[r].dtype) for r in self.results)
+        last = {}
+        for k, s in enumerate(steps):
+            for r in s.refs:
+                last[r] = k
+        drops = [[] for _ in steps]
+        for r, k in last.items():
+            if r >= n_values and r not in slot:
+                drops[k].append(r)
+        self.drops = tuple(tuple(d) for d in drops)
+        self.native = {}
+        self.lock = threading.Lock()
+
+    def call(self, values, state):
+        """The outputs of a call whose inputs and constants are the nodes `values`."""
+        box = Node((), self.outs[0][1], WHOLE, tuple(values), {"program": self}, state)
+        made = [Node(shape, d, SELECT, (box,), {"index": i}, state)
+                for i, (shape, d) in enumerate(self.outs)]
+        return [wrap(made[w] if w >= 0 else values[-1 - w]) for w in self.where]
+
+    def __repr__(self):  # params are printed by the graph tools
+        return f"Program({len(self.steps)} steps)"
+
+
+def whole(steps, outputs, n_inputs, n_values, dtypes):
+    """The Program of a traced program on the GPU, or None where it can't go whole."""
+    if any(s.stream is not None or s.prim.bounds is not None for s in steps):
+        return None
+    fused = fuse(steps, outputs, n_values, gpu_dtypes=dtypes, singles=True)
+    if fused is not None:
+        steps, outputs = fused
+    if not any(o >= n_values for o in outputs):
+        return None
+    return Program(tuple(steps), n_inputs, n_values, outputs)

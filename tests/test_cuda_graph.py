@@ -1,0 +1,184 @@
+"""A compiled function's whole program on the GPU (`core.gpu_program`, `backend.cuda_graph`):
+one node a call, its steps run in turn at the first call on a stream, captured into a CUDA
+graph at the second, the graph launched from then on.  Every call must give what the
+uncompiled function gives, whatever the call before left in the program's buffers."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import streamlet.core as mx
+
+from conftest import requires_gpu
+
+pytestmark = requires_gpu
+
+RNG = np.random.default_rng(11)
+
+
+@pytest.fixture
+def on_gpu():
+    with mx.stream(mx.gpu):
+        yield
+
+
+def _program(out):
+    box = out._node.inputs[0]
+    assert box.prim.name == "compiled_graph"
+    return box.params["program"]
+
+
+def _states(program):
+    from streamlet.backend import cuda_graph
+    return [repr(s) if type(s) is cuda_graph.Steps else
+            ("graph" if s.graph is not None else "slots") for s in program.native.values()]
+
+
+def _mlp_step(params, x, y):
+    def loss(params, x, y):
+        h = x
+        for w, b in params[:-1]:
+            h = mx.maximum(h @ w + b, 0.0)
+        w, b = params[-1]
+        return mx.mean(mx.square(h @ w + b - y))
+    value, grads = mx.value_and_grad(loss)(params, x, y)
+    return value, [(w - 0.1 * gw, b - 0.1 * gb) for (w, b), (gw, gb) in zip(params, grads)]
+
+
+def _mlp_inputs(width=24, batch=8, layers=3):
+    def f(*shape):
+        return mx.array((RNG.standard_normal(shape) * 0.3).astype(np.float32))
+    return [(f(width, width), f(width)) for _ in range(layers)], f(batch, width), f(batch, width)
+
+
+def _close(got, want, rtol=2e-5):
+    for g, w in zip(_leaves(got), _leaves(want)):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(np.array(g.__array__()), np.array(w.__array__()),
+                                   rtol=rtol, atol=1e-6)
+
+
+def _leaves(tree):
+    if isinstance(tree, mx.array):
+        return [tree]
+    return [a for t in tree for a in _leaves(t)]
+
+
+def test_a_training_step_is_one_node_and_then_one_graph(on_gpu):
+    step = mx.compile(_mlp_step)
+    params, x, y = _mlp_inputs()
+    kept = []
+    for call in range(5):  # run, capture, then launches; each on the previous results
+        want = _mlp_step(params, x, y)
+        got = step(params, x, y)
+        program = _program(got[0])
+        mx.eval(got)
+        _close(got, want)
+        kept.append((got, want))
+        params = got[1]
+    for got, want in kept:  # earlier results were not overwritten by later calls
+        _close(got, want)
+    assert _states(program) == ["graph"]
+
+
+def test_inputs_of_every_kind_and_results_that_are_views(on_gpu):
+    def fn(a, b, s, h):
+        t = (a @ b).T  # a transposed result: copied out in C order, same values
+        return t, a.T, mx.sum(a * s, axis=0), (h * 2).astype(mx.bfloat16), a
+    c = mx.compile(fn)
+    for call in range(4):
+        a = mx.array(RNG.standard_normal((5, 3)).astype(np.float32))
+        b = mx.array(RNG.standard_normal((3, 4)).astype(np.float32))
+        s = mx.array(np.float32(call + 0.5))  # a host scalar
+        h = mx.array(RNG.standard_normal((6,)).astype(np.float32)).astype(mx.bfloat16)
+        if call == 3:
+            a = mx.array(RNG.standard_normal((3, 5)).astype(np.float32)).T  # a strided input
+        _close(c(a, b, s, h), fn(a, b, s, h))
+    program = _program(c(a, b, s, h)[0])
+    assert _states(program) == ["graph"]
+
+
+def test_host_constants_and_a_step_that_reads_the_host(on_gpu):
+    table = mx.array(np.arange(12, dtype=np.float32).reshape(3, 4))  # a constant of the trace
+
+    def fn(x):
+        y = x * table + 1.0
+        return mx.cumsum(y, axis=1), mx.sort(y, axis=0), mx.argmax(y, axis=1)
+    c = mx.compile(fn)
+    for _ in range(4):
+        x = mx.array(RNG.standard_normal((3, 4)).astype(np.float32))
+        got, want = c(x), fn(x)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype
+            np.testing.assert_allclose(np.array(g), np.array(w), rtol=1e-6)
+
+
+def test_without_graphs_the_steps_run_in_turn(on_gpu, monkeypatch):
+    from streamlet.backend import cuda_graph
+    monkeypatch.setattr(cuda_graph, "CAPTURE", False)
+    step = mx.compile(_mlp_step)
+    params, x, y = _mlp_inputs()
+    for _ in range(3):
+        got = step(params, x, y)
+        program = _program(got[0])
+        _close(got, _mlp_step(params, x, y))
+        params = got[1]
+    assert _states(program) == [repr(cuda_graph._OFF)]
+
+
+def test_a_failed_capture_falls_back_to_running_the_steps(on_gpu, monkeypatch):
+    from streamlet.backend import cuda_graph
+
+    def refuse(self, program, stream):
+        return "refused"
+    monkeypatch.setattr(cuda_graph._Slots, "_capture", refuse)
+    c = mx.compile(lambda x: (mx.exp(x) @ x.T, x + 1))
+    for _ in range(3):
+        x = mx.array(RNG.standard_normal((4, 4)).astype(np.float32))
+        _close(c(x), (mx.exp(x) @ x.T, x + 1))
+    assert _states(_program(c(x)[0])) == ["Steps('refused')"]
+
+
+def test_streams_of_several_threads_share_one_compiled_function():
+    step = mx.compile(_mlp_step)
+    errors = []
+
+    def work():
+        try:
+            s = mx.new_stream(mx.gpu)
+            with mx.stream(s):
+                params, x, y = _mlp_inputs()
+                for _ in range(6):
+                    got, want = step(params, x, y), _mlp_step(params, x, y)
+                    _close(got, want)
+                    params = got[1]
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_an_index_checked_step_keeps_the_step_by_step_replay(on_gpu):
+    c = mx.compile(lambda x, i: mx.take(x, i) * 2)
+    x = mx.arange(5, dtype=mx.float32)
+    out = c(x, mx.array([0, 4]))
+    assert all(getattr(n.prim, "name", None) != "compiled_graph" for n in out._node.inputs)
+    assert out.tolist() == [0.0, 8.0]
+    with pytest.raises(Exception, match="Index out of bounds"):
+        c(x, mx.array([7])).tolist()
+
+
+def test_a_function_returning_its_input_and_a_constant(on_gpu):
+    k = mx.array([1.0, 2.0])
+    c = mx.compile(lambda x: (x, k, x * k))
+    for v in range(3):
+        x = mx.array([float(v), 1.0])
+        a, b, p = c(x)
+        assert a.tolist() == x.tolist() and b.tolist() == [1.0, 2.0]
+        assert p.tolist() == [float(v), 2.0]
