@@ -4,8 +4,8 @@ its steps' kernels in turn, then one CUDA graph per stream.
 On a stream, the first run copies the call's inputs into buffers of the program's own
 (`slots`) and runs the steps' kernels on them as `execute` would (`run_kernel`; runs
 of elementwise steps are their generated kernels), which compiles what they need.  The
-second run captures the same launches into a CUDA graph, keeping every buffer they
-allocate, and launches it; each later run copies the inputs into the slots, launches
+second run captures the same launches into a CUDA graph, with a memory pool of its own
+for what they allocate (freed buffers are reused within the graph only), and launches it; each later run copies the inputs into the slots, launches
 the graph and copies the results out (a later run overwrites them): a few launches
 where the program had one or more per step.  A capture that fails (a step that waits
 for the host or copies from it) leaves the program run step by step on that stream.
@@ -75,7 +75,8 @@ def _interpret(program, values):
 
 class _Slots:
     """A program's buffers on one stream: the inputs' slots (read by the steps where the
-    call's arrays were), and once captured the graph and the buffers it uses."""
+    call's arrays were), and once captured the graph, its results and the memory pool
+    its steps allocated from (`held`: reused inside the graph, by nothing else)."""
 
     __slots__ = ("slots", "graph", "results", "held")
 
@@ -104,16 +105,10 @@ class _Slots:
     def _capture(self, program, stream):
         """Capture the steps on a stream of its own: other threads may record events on
         or copy from the program's stream meanwhile, which a capturing stream refuses."""
-        pool = cp.get_default_memory_pool()
-        held = []
-
-        def malloc(size):  # what the graph writes stays its own
-            mem = pool.malloc(size)
-            held.append(mem)
-            return mem
+        pool = cp.cuda.MemoryPool()  # the graph's own: what it frees, only it reuses
         side = cp.cuda.Stream(non_blocking=True)
         try:
-            with side, cp.cuda.using_allocator(malloc):
+            with side, cp.cuda.using_allocator(pool.malloc):
                 side.begin_capture()
                 try:
                     results = _interpret(program, self.slots)
@@ -121,7 +116,7 @@ class _Slots:
                     graph = side.end_capture()
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"
-        self.graph, self.results, self.held = graph, results, held
+        self.graph, self.results, self.held = graph, results, pool
         return None
 
     def _copy_in(self, program, args, stream):
