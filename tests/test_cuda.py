@@ -156,6 +156,24 @@ def test_odd_sizes_strides_and_broadcast_leaves():
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("leaf", [(7,), (5, 7), (1, 7), (1, 1, 7), (3, 5, 1), (3, 1, 7),
+                                  (1,), "strided row"])
+@pytest.mark.parametrize("rows", [1, 5, 1031])
+def test_a_broadcast_leaf_is_read_in_place_or_copied(leaf, rows):
+    """A row repeated along leading axes (a bias) is read at the index modulo its size,
+    other broadcasts are copied to the output's shape: both as the CPU computes."""
+    x = sample((3, rows, 7), np.float32)
+    if leaf == "strided row":
+        b = sample((7, 2), np.float32)
+        got, want = gpu_and_cpu(lambda t, u: mx.tanh(t) * u[:, 0] + 1, x, b)
+    else:
+        if rows != 5 and len(leaf) > 1 and leaf[-2] == 5:
+            leaf = leaf[:-2] + (rows,) + leaf[-1:]
+        b = sample(leaf, np.float32)
+        got, want = gpu_and_cpu(lambda t, u: mx.tanh(t) * u + u, x, b)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 # -- other ops -------------------------------------------------------------------------------
 @pytest.mark.parametrize("fn", [
     lambda a: mx.sum(a, axis=1), lambda a: mx.mean(a), lambda a: mx.max(a, axis=0),

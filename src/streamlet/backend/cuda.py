@@ -432,9 +432,21 @@ def _compute(plan, h, retain=False):
 
 
 def flat_leaf(a, shape):
-    if a.size == 1 or (a.shape == shape and a.flags.c_contiguous):
+    """A leaf as a generated kernel reads it (`fuse.leaf_kinds`): itself where it is one
+    value, C-ordered of the output's shape or a C-ordered row repeated along leading axes;
+    else a copy broadcast to the output's shape."""
+    if a.size == 1 or (a.flags.c_contiguous and (a.shape == shape or _is_row(a.shape, shape))):
         return a
     return cp.ascontiguousarray(cp.broadcast_to(a, shape))
+
+
+def _is_row(leaf, shape):
+    """Whether `leaf` broadcast to `shape` repeats it along leading axes only."""
+    k = 0
+    while k < len(leaf) and leaf[k] == 1:
+        k += 1
+    rest = leaf[k:]
+    return len(rest) <= len(shape) and tuple(shape[len(shape) - len(rest):]) == rest
 
 
 _launches: dict = {}  # everything about a kernel's launch that its key decides
@@ -443,21 +455,21 @@ _launches: dict = {}  # everything about a kernel's launch that its key decides
 def _launch(plan, leaves, outs, n, h):
     pointers = [a.data.ptr for a in leaves]
     pointers += [o.data.ptr for o in outs]
-    scalar = tuple([a.size == 1 and n != 1 for a in leaves])
+    kinds = fuse.leaf_kinds(leaves, n)
     vec = fuse.vector_width(leaves + outs, pointers, n)
-    key = (tuple(plan.specs), tuple([a.dtype for a in leaves]), scalar,
+    key = (tuple(plan.specs), tuple([a.dtype for a in leaves]), kinds,
            tuple([c.dtype for c in plan.consts]), tuple([o.dtype for o in outs]),
            tuple(plan.outputs), vec, h.index)
     entry = _launches.get(key)
     if entry is None:
-        entry = _launches[key] = _launch_entry(plan, leaves, outs, scalar, vec, h)
+        entry = _launches[key] = _launch_entry(plan, leaves, outs, kinds, vec, h)
     fptr, floats, codes = entry
     values = [float(c) if f else int(c) for c, f in zip(plan.consts, floats)]
     fuse.launch(fptr, h.ptr, pointers, n, values, codes, vec)
 
 
-def _launch_entry(plan, leaves, outs, scalar, vec, h):
-    return fuse.compiled(tuple(plan.specs), tuple(CTYPE[a.dtype] for a in leaves), scalar,
+def _launch_entry(plan, leaves, outs, kinds, vec, h):
+    return fuse.compiled(tuple(plan.specs), tuple(CTYPE[a.dtype] for a in leaves), kinds,
                          tuple(CTYPE[c.dtype] for c in plan.consts),
                          tuple(CTYPE[o.dtype] for o in outs), tuple(plan.outputs), vec, h.index)
 

@@ -137,19 +137,19 @@ def _launch(p, operands, outs, shape, n, stream, device):
     consts = [a for a, h in zip(operands, host) if h]
     leaves = [flat_leaf(a, shape) for a, h in zip(operands, host) if not h]
     pointers = [a.data.ptr for a in leaves] + [o.data.ptr for o in outs]
-    scalar = tuple([a.size == 1 and n != 1 for a in leaves])
+    kinds = fuse.leaf_kinds(leaves, n)
     vec = fuse.vector_width(leaves + outs, pointers, n)
-    key = (host, scalar, vec, device, tuple([a.dtype for a in leaves]),
+    key = (host, kinds, vec, device, tuple([a.dtype for a in leaves]),
            tuple([c.dtype for c in consts]))
     entry = p.kernels.get(key)
     if entry is None:
-        entry = p.kernels[key] = _kernel(p, host, leaves, consts, outs, scalar, vec, device)
+        entry = p.kernels[key] = _kernel(p, host, leaves, consts, outs, kinds, vec, device)
     fptr, floats, codes = entry
     fuse.launch(fptr, stream, pointers, n,
                 [float(c) if f else int(c) for c, f in zip(consts, floats)], codes, vec)
 
 
-def _kernel(p, host, leaves, consts, outs, scalar, vec, device):
+def _kernel(p, host, leaves, consts, outs, kinds, vec, device):
     """The compiled kernel of piece `p` with the operands flagged in `host` as constants."""
     specs = p.specs
     if consts:
@@ -160,6 +160,6 @@ def _kernel(p, host, leaves, consts, outs, scalar, vec, device):
             k_leaf += not h
         specs = tuple((s[0], *[r if r >= 0 else code[(-1 - r) // 2] for r in s[1:]])
                       for s in specs)
-    return fuse.compiled(specs, tuple(CTYPE[a.dtype] for a in leaves), scalar,
+    return fuse.compiled(specs, tuple(CTYPE[a.dtype] for a in leaves), kinds,
                          tuple(CTYPE[c.dtype] for c in consts),
                          tuple(CTYPE[o.dtype] for o in outs), p.outputs, vec, device)

@@ -266,8 +266,16 @@ def _operand(ref):
     return f"c{(-2 - ref) // 2}"
 
 
-def source(specs, leaf_types, scalar_leaves, const_types, out_types, outputs, vec):
-    """CUDA source of a fused kernel `k` (see `launch` for its parameters)."""
+def leaf_kinds(leaves, n):
+    """How a kernel of `n` outputs reads each leaf (`flat_leaf`'s): 0 at the output's
+    index, 1 its one value, m > 1 at the index modulo m (a row broadcast along leading
+    axes: a bias)."""
+    return tuple([0 if a.size == n else 1 if a.size == 1 else a.size for a in leaves])
+
+
+def source(specs, leaf_types, kinds, const_types, out_types, outputs, vec):
+    """CUDA source of a fused kernel `k` (see `launch` for its parameters); `kinds` as
+    `leaf_kinds` gives them."""
     spec_by_id = {s[0]: s for s in _specs.values()}
     params = [f"const {t}* __restrict__ p{i}" for i, t in enumerate(leaf_types)]
     params += [f"{t}* __restrict__ q{i}" for i, t in enumerate(out_types)]
@@ -288,12 +296,13 @@ def source(specs, leaf_types, scalar_leaves, const_types, out_types, outputs, ve
     lines.append(f'extern "C" __global__ void k({", ".join(params)}) {{')
     lines += [f"  const {t} c{i} = ({t})r{i};" for i, t in enumerate(const_types)]
     lines += [f"  const {t} s{i} = p{i}[0];" for i, t in enumerate(leaf_types)
-              if scalar_leaves[i]]
+              if kinds[i] == 1]
     lines.append(f"  long long base = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * {vec};")
     lines.append("  if (base >= n) return;")
 
-    def call(load, store_to):
-        xs = [f"s{i}" if scalar_leaves[i] else load(i) for i in range(len(leaf_types))]
+    def call(load, store_to, index):
+        xs = [load(i) if not kinds[i] else f"s{i}" if kinds[i] == 1 else
+              f"p{i}[({index}) % {kinds[i]}]" for i in range(len(leaf_types))]
         cs = [f"c{i}" for i in range(len(const_types))]
         os_ = [store_to(i) for i in range(len(out_types))]
         return f"body({', '.join(xs + cs + os_)});"
@@ -301,18 +310,18 @@ def source(specs, leaf_types, scalar_leaves, const_types, out_types, outputs, ve
     if vec > 1:
         lines.append(f"  if (base + {vec} <= n) {{")
         for i, t in enumerate(leaf_types):
-            if not scalar_leaves[i]:
+            if not kinds[i]:
                 lines.append(f"    Vec<{t}, {vec}> l{i} = "
                              f"*reinterpret_cast<const Vec<{t}, {vec}>*>(p{i} + base);")
         lines += [f"    Vec<{t}, {vec}> w{i};" for i, t in enumerate(out_types)]
         lines.append(f"    #pragma unroll\n    for (int j = 0; j < {vec}; ++j) {{")
-        lines.append("      " + call(lambda i: f"l{i}.v[j]", lambda i: f"w{i}.v[j]"))
+        lines.append("      " + call(lambda i: f"l{i}.v[j]", lambda i: f"w{i}.v[j]", "base + j"))
         lines.append("    }")
         lines += [f"    *reinterpret_cast<Vec<{t}, {vec}>*>(q{i} + base) = w{i};"
                   for i, t in enumerate(out_types)]
         lines.append("    return;\n  }")
     lines.append(f"  for (long long i = base; i < n && i < base + {vec}; ++i) {{")
-    lines.append("    " + call(lambda i: f"p{i}[i]", lambda i: f"q{i}[i]"))
+    lines.append("    " + call(lambda i: f"p{i}[i]", lambda i: f"q{i}[i]", "i"))
     lines.append("  }\n}")
     return "\n".join(lines)
 
@@ -375,15 +384,15 @@ def vector_width(arrays, pointers, n):
     if n < 4:
         return 1
     for a, p in zip(arrays, pointers):
-        if p % (4 * a.itemsize) and not (a.size == 1 and n != 1):
+        if p % (4 * a.itemsize) and a.size == n:  # the others are read one at a time
             return 1
     return 4
 
 
-def compiled(specs, leaf_types, scalar, const_types, out_types, outputs, vec, device):
+def compiled(specs, leaf_types, kinds, const_types, out_types, outputs, vec, device):
     """A plan's kernel on `device` and how its constants are passed to `launch`: (function
     pointer, which constants are floats, their struct codes)."""
-    key = (specs, leaf_types, scalar, const_types, out_types, outputs, vec)
+    key = (specs, leaf_types, kinds, const_types, out_types, outputs, vec)
     fptr = kernel_for(key, device, lambda: source(*key))
     codes = "".join(const_code(t) for t in const_types)
     return fptr, tuple(c == "d" for c in codes), codes

@@ -8,8 +8,9 @@ CPU kernel do, and float32 uses TF32 tensor cores where MLX_ENABLE_TF32 allows, 
 does.  Other dtypes and layouts go to `cupy.matmul`.  This skips what CuPy's matmul and
 the bfloat16 conversions cost per call: a small model's token is dozens of small GEMMs.
 
-The calls go to libcublas through ctypes, on CuPy's handle: CuPy's wrappers refuse to run
-while a stream captures a CUDA graph (`cuda_graph`), which cuBLAS itself supports.
+The calls go to cuBLASLt with a plan kept per shape and layout (`cublaslt`), else to
+libcublas through ctypes on CuPy's handle: CuPy's wrappers refuse to run while a stream
+captures a CUDA graph (`cuda_graph`), which cuBLAS itself supports.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import cupy as cp
 import numpy as np
 from cupy_backends.cuda.libs import cublas
 
+from . import cublaslt
 from .cuda import BF16, BF16_NP, _from_bf16, _to_bf16
 from .gemm_layout import batch_stride, layout
 
@@ -29,6 +31,7 @@ _R_32F, _R_16BF = 0, 14  # cudaDataType
 _COMPUTE_32F, _COMPUTE_32F_FAST_TF32 = 68, 77  # cublasComputeType_t
 _ALGO = -1  # CUBLAS_GEMM_DEFAULT
 _ONE, _ZERO = np.ones((), np.float32), np.zeros((), np.float32)
+_ONE_PTR, _ZERO_PTR = _ONE.ctypes.data, _ZERO.ctypes.data
 _F32 = np.dtype(np.float32)
 _U16 = np.dtype(np.uint16)
 
@@ -74,7 +77,7 @@ def gemm(x, y, out_bits):
     if x.ndim < 2 or y.ndim < 2:
         return None
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
-    batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    batch = () if x.ndim == y.ndim == 2 else np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
     lx, ly = layout(x), layout(y)
     if lx is None or ly is None:
         return None
@@ -90,21 +93,28 @@ def gemm(x, y, out_bits):
     kind = _R_16BF if out_bits else _R_32F
     compute = _COMPUTE_32F_FAST_TF32 if TF32 and not out_bits else _COMPUTE_32F
     lib = _cublas()
+    stream = cp.cuda.get_current_stream().ptr
+    count = 1
+    for d in batch:
+        count *= d
+    # row-major C = X Y is column-major C^T = Y^T X^T: cuBLAS's A is y, its B is x
+    yp, xp, op = y.data.ptr, x.data.ptr, out.data.ptr
+    if not (yp % cublaslt.ALIGN or xp % cublaslt.ALIGN or op % cublaslt.ALIGN):
+        plan = cublaslt.plan((kind, compute, ly[0], lx[0], n, m, k, ly[1], lx[1], n, count,
+                              sy, sx, m * n))
+        if plan is not None:
+            cublaslt.matmul(plan, _ONE_PTR, yp, xp, _ZERO_PTR, op, stream)
+            return out
     handle = cp.cuda.device.get_cublas_handle()
     if cublas.getPointerMode(handle) != cublas.CUBLAS_POINTER_MODE_HOST:  # alpha, beta: host
         cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-    lib.set_stream(handle, cp.cuda.get_current_stream().ptr)
-    count = int(np.prod(batch, dtype=np.int64)) if batch else 1
-    # row-major C = X Y is column-major C^T = Y^T X^T: cuBLAS's A is y, its B is x
+    lib.set_stream(handle, stream)
     if count == 1:
-        lib.gemm(handle, ly[0], lx[0], n, m, k, _ONE.ctypes.data,
-                 y.data.ptr, kind, ly[1], x.data.ptr, kind, lx[1], _ZERO.ctypes.data,
-                 out.data.ptr, kind, n, compute, _ALGO)
+        lib.gemm(handle, ly[0], lx[0], n, m, k, _ONE_PTR, yp, kind, ly[1], xp, kind, lx[1],
+                 _ZERO_PTR, op, kind, n, compute, _ALGO)
     else:
-        lib.gemm_batched(handle, ly[0], lx[0], n, m, k, _ONE.ctypes.data,
-                         y.data.ptr, kind, ly[1], sy, x.data.ptr, kind, lx[1], sx,
-                         _ZERO.ctypes.data, out.data.ptr, kind, n, m * n, count,
-                         compute, _ALGO)
+        lib.gemm_batched(handle, ly[0], lx[0], n, m, k, _ONE_PTR, yp, kind, ly[1], sy, xp,
+                         kind, lx[1], sx, _ZERO_PTR, op, kind, n, m * n, count, compute, _ALGO)
     return out
 
 
