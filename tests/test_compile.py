@@ -240,3 +240,22 @@ def test_errors():
     with pytest.raises(ValueError):
         c(mx.array([1, 2]).reshape(3))  # the body's own error reaches the caller
     assert c(mx.array(0.0)).item() == 1.0  # and the compiled function still works
+
+
+@pytest.mark.parametrize("loss", [
+    lambda x: mx.mean(x * x), lambda x: mx.var(x), lambda x: mx.std(x, axis=-1, ddof=1).sum(),
+    lambda x: mx.mean(mx.sin(x), axis=0, keepdims=True).sum(),
+], ids=["mean", "var", "std-ddof", "mean-axis0"])
+@pytest.mark.parametrize("batched", [False, True])
+def test_shapeless_gradients_of_means_follow_new_shapes(loss, batched):
+    """The 1/N of mean's and var's cotangents comes from the input's shape at each call,
+    not from the first trace's."""
+    grad = mx.grad(loss)
+    if batched:
+        grad = mx.vmap(grad)
+    compiled = mx.compile(grad, shapeless=True)
+    rng = np.random.default_rng(3)
+    for shape in [(3, 4), (5, 7), (2, 2)]:
+        x = mx.array(rng.standard_normal(shape).astype(np.float32))
+        np.testing.assert_allclose(np.array(compiled(x)), np.array(grad(x)), rtol=1e-5,
+                                   atol=1e-6)

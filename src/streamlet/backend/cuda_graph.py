@@ -5,10 +5,11 @@ On a stream, the first run copies the call's inputs into buffers of the program'
 (`slots`) and runs the steps' kernels on them as `execute` would (`run_kernel`; runs
 of elementwise steps are their generated kernels), which compiles what they need.  The
 second run captures the same launches into a CUDA graph, with a memory pool of its own
-for what they allocate (freed buffers are reused within the graph only), and launches it; each later run copies the inputs into the slots, launches
-the graph and copies the results out (a later run overwrites them): a few launches
-where the program had one or more per step.  A capture that fails (a step that waits
-for the host or copies from it) leaves the program run step by step on that stream.
+for what they allocate (freed buffers are reused within the graph only), and launches
+it; each later run copies the inputs into the slots, launches the graph and copies the
+results out (a later run overwrites them): a few launches where the program had one or
+more per step.  A capture that fails (a step that waits for the host or copies from it)
+leaves the program run step by step on that stream.
 
 Set `STREAMLET_CUDA_GRAPHS=0` to run every program step by step.
 """

@@ -18,7 +18,7 @@ import os
 from . import trees
 from .array import array, wrap
 from .dtypes import float64 as _F64
-from .graph import TRACING, Node
+from .graph import SHAPELESS, TRACING, Node
 from .fusion import fuse
 from .gpu_program import whole
 from .ops.build import SELECT
@@ -190,7 +190,7 @@ def _record(outputs, placeholders, default):
     """The tape of the nodes between `placeholders` and `outputs`: its constants (nodes
     that do not depend on the placeholders), its steps, and the outputs' values."""
     from .transforms import _tape
-    tape = _tape(outputs, {id(p) for p in placeholders}, gradients=False)
+    tape = _tape(outputs, set(placeholders), gradients=False)
     on_tape = {id(n) for n in tape}
     slot = {id(p): i for i, p in enumerate(placeholders)}
     constants = []
@@ -236,6 +236,14 @@ class _Compiled:
         return trees.unflatten(tape.result, outs)
 
     def _trace(self, args, kwargs, flat, n_args):
+        outer = SHAPELESS.on
+        SHAPELESS.on = outer or self.shapeless
+        try:
+            return self._record(args, kwargs, flat, n_args)
+        finally:
+            SHAPELESS.on = outer
+
+    def _record(self, args, kwargs, flat, n_args):
         with TRACING:
             ph = [_placeholder(a) for a in flat]
             starts = [p._node for p in ph]

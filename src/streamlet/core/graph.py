@@ -38,7 +38,7 @@ class Primitive:
     size of the axis it indexes) pairs.  NumPy raises for an index out of bounds; a GPU
     backend checks them on the device (`backend.cuda_checks`).
 
-    `derivs`, for an elementwise op whose derivatives are each a fused node or 1: its
+    `derivs`, for an elementwise op whose derivatives are each a fused node, 1 or -1: its
     derivative columns, one per input (`ops.rules.Derivative`), from which the vjp walk
     builds cotangents directly (`rules.derivative_cotangents`); its `vjp` rule computes
     the same.
@@ -154,3 +154,14 @@ class Tracing:
 
 
 TRACING = Tracing()
+
+
+class _Shapeless(threading.local):
+    """Whether this thread traces a shapeless compiled function (`on`): rules then build
+    what depends on an input's shape as a node computing it when run (the counts of
+    `ops.reduction`'s rules), not as a constant of the trace."""
+
+    on = False
+
+
+SHAPELESS = _Shapeless()

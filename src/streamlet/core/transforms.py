@@ -14,12 +14,12 @@ from __future__ import annotations
 import operator
 
 from . import trees
-from .array import array, const, node, wrap
+from .array import array, const, node, node_of, wrap
 from .graph import TRACING, Node, Primitive
 from . import ops as _ops
-from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, as_array, broadcast_shapes
+from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, broadcast_shapes
 from .ops.creation import filled
-from .ops.rules import derivative_cotangents, same_shape
+from .ops.rules import STOP_GRADIENT, derivative_cotangents, same_shape, stop_gradient
 from .stream import build_on, resolve, restore_build
 
 
@@ -30,45 +30,28 @@ def _identity_vmap(axes, out, x, **params):
 # A tracer: a copy of an input the walk stops at (and an outer transform walks through).
 COPY = Primitive("copy", lambda xp, x: x, vjp=lambda c, out, x: (c,),
                  jvp=lambda t, out, x: t[0], vmap=_identity_vmap, shape=same_shape)
-# Gradients stop here: the backward walk never enters it; jvp gives zero; batched, it
-# stays a stop (a gradient of the vmapped function must not pass it either).
-STOP_GRADIENT = Primitive("stop_gradient", lambda xp, x: x,
-                          vmap=lambda axes, out, x: (stop_gradient(x), axes[0]),
-                          shape=same_shape)
-
-
-def stop_gradient(a, /, *, stream=None) -> array:
-    """`a` itself, through which no gradient flows.
-
-    >>> mx.grad(lambda x: (x * mx.stop_gradient(x)).sum())(mx.array([3.0])).tolist()
-    [3.0]
-    """
-    a = as_array(a, "stop_gradient")
-    return node(STOP_GRADIENT, (a,), a._shape, a._dtype, None, resolve(stream))
-
-
 def _tracer(a) -> array:
     n = a._node
-    t = node(COPY, (a,), n.shape, n.dtype, None,
-             n.stream if n.prim is not None else resolve(None))
+    t = node_of(COPY, (n,), n.shape, n.dtype, None,
+                n.stream if n.prim is not None else resolve(None))
     t._node.tracer = True
     return t
 
 
 def _tape(outputs, start, gradients=True):
-    """Nodes reachable from `outputs` that depend on the nodes of `start` (ids), in
+    """Nodes reachable from `outputs` that depend on the nodes of the set `start`, in
     build order, which is a topological order; `start` grows to hold them all.  For
     `gradients`, dependence stops at stop_gradient."""
     seen = set(start)
     found = []
-    stack = [o for o in outputs if o.tracer and id(o) not in seen]
-    seen.update(map(id, stack))
+    stack = [o for o in outputs if o.tracer and o not in seen]
+    seen.update(stack)
     while stack:
         n = stack.pop()
         found.append(n)
         for i in n.inputs:
-            if i.tracer and id(i) not in seen:
-                seen.add(id(i))
+            if i.tracer and i not in seen:
+                seen.add(i)
                 stack.append(i)
     found.sort(key=_BIRTH)
     tape = []
@@ -76,8 +59,8 @@ def _tape(outputs, start, gradients=True):
         if gradients and n.prim is STOP_GRADIENT:
             continue
         for i in n.inputs:
-            if id(i) in start:
-                start.add(id(n))
+            if i in start:
+                start.add(n)
                 tape.append(n)
                 break
     return tape
@@ -94,17 +77,16 @@ def fit(c, target: Node):
     """A cotangent `c` for input `target`: summed over the axes it was broadcast along
     (no shape written down, so a shapeless compiled backward follows new shapes), in
     `target`'s dtype."""
-    if c._shape == target.shape and c._dtype is target.dtype:
-        return c
-    if c._shape != target.shape:
-        if len(c._shape) < len(target.shape):  # a value broadcast with leading ones
-            c = _ops.expand_dims(c, tuple(range(len(target.shape) - len(c._shape))))
-            if c._shape != target.shape:
-                c = _ops.broadcast_to(c, broadcast_shapes(c._shape, target.shape))
-        lead = len(c._shape) - len(target.shape)
-        ones = tuple(lead + i for i, n in enumerate(target.shape)
-                     if n == 1 and c._shape[lead + i] != 1)
-        if ones:
+    shape = target.shape
+    if c._shape != shape:
+        if len(c._shape) < len(shape):  # a value broadcast with leading ones
+            c = _ops.expand_dims(c, tuple(range(len(shape) - len(c._shape))))
+            if c._shape != shape:
+                c = _ops.broadcast_to(c, broadcast_shapes(c._shape, shape))
+        lead = len(c._shape) - len(shape)
+        if c._shape[lead:] != shape:  # broadcast along axes of length one too
+            ones = tuple(lead + i for i, n in enumerate(shape)
+                         if n == 1 and c._shape[lead + i] != 1)
             c = _ops.sum.along(c, ones, True)
         if lead:
             c = _ops.sum.along(c, tuple(range(lead)))
@@ -131,69 +113,73 @@ def _results(n):
 
 
 def _accumulate(cot, i, r):
-    """Add the cotangent `r` of input node `i` to what `cot` holds for it."""
-    prev = cot.get(id(i))
+    """Add the cotangent `r` of input node `i` to what `cot` (node -> cotangent) holds."""
+    prev = cot.get(i)
     if type(r) is Parts:
         if prev is None:
-            cot[id(i)] = Parts(r)
+            cot[i] = Parts(r)
         else:
             for k, v in r.items():
                 prev[k] = v if prev.get(k) is None else _ops.add(prev[k], v)
         return
     if r._shape != i.shape or r._dtype is not i.dtype:
         r = fit(r, i)
-    cot[id(i)] = r if prev is None else _ops.add.same(prev, r)
+    cot[i] = r if prev is None else _ops.add.same(prev, r)
 
 
 def vjp_nodes(outputs, primals, cotangents, wants):
     """Cotangents of `primals` (tracer nodes) whose indices are in `wants`, given the
     cotangents of `outputs` (None: no cotangent flows back from that output)."""
-    needs = {id(primals[i]) for i in wants}
+    wanted = [primals[i] for i in wants]
+    needs = set(wanted)
     tape = _tape(outputs, needs)
     cot = {}
     for o, c in zip(outputs, cotangents):
-        if c is not None and id(o) in needs:
+        if c is not None and o in needs:
             _accumulate(cot, o, c)
     saved = on = None
     try:
         for n in reversed(tape):
-            c = cot.pop(id(n), None)
+            c = cot.pop(n, None)
             if c is None:
                 continue
             if n.stream is not on:  # the rule's ops (and accumulations) go to n's stream
                 on = n.stream
                 prev = build_on(on)
                 saved = saved or prev
-            if n.prim.derivs is not None and derivative_cotangents(n, c, needs, cot, _accumulate):
-                continue
-            rule = n.prim.vjp
-            if rule is None:
-                raise _missing(n, "vjp")
-            ins = n.inputs
-            args = [wrap(i) for i in ins]
-            params = n.params or _NO_PARAMS
-            if n.prim.multi:
-                results = rule([c.get(k) for k in range(len(params["outs"]))], _results(n),
-                               *args, **params)
-            else:
-                results = rule(c, wrap(n), *args, **params)
-            for i, r in zip(ins, results):
-                if r is None or id(i) not in needs:
-                    continue
-                if type(r) is not array and callable(r):
-                    r = r()  # a thunk: built only for inputs whose gradient is wanted
-                if r is not None:
-                    _accumulate(cot, i, r)
+            if n.prim.derivs is None or not derivative_cotangents(n, c, needs, cot,
+                                                                  _accumulate):
+                _pull_back(n, c, needs, cot)
     finally:
         if saved is not None:
             restore_build(saved)
-    return [cot.get(id(primals[i])) for i in wants]
+    return [cot.get(p) for p in wanted]
+
+
+def _pull_back(n, c, needs, cot):
+    """Apply node `n`'s vjp rule to its cotangent `c`, adding to `cot` what the inputs in
+    `needs` get."""
+    rule, ins = n.prim.vjp, n.inputs
+    if rule is None:
+        raise _missing(n, "vjp")
+    params = n.params or _NO_PARAMS
+    if n.prim.multi:
+        results = rule([c.get(k) for k in range(len(params["outs"]))], _results(n),
+                       *map(wrap, ins), **params)
+    else:
+        results = rule(c, wrap(n), *map(wrap, ins), **params)
+    for i, r in zip(ins, results):
+        if r is None or i not in needs:
+            continue
+        if type(r) is not array and callable(r):
+            r = r()  # a thunk: built only for inputs whose gradient is wanted
+        if r is not None:
+            _accumulate(cot, i, r)
 
 
 def jvp_nodes(outputs, primals, tangents):
     """Tangents of `outputs` given tangents of the tracer nodes `primals` (None: zero)."""
-    start = {id(p) for p in primals}
-    tape = _tape(outputs, start)
+    tape = _tape(outputs, set(primals))
     tan = {id(p): t for p, t in zip(primals, tangents) if t is not None}
     saved = None
     try:
@@ -412,33 +398,28 @@ def _value_and_grad(fun, nums, names, tag, scalar_only):
                 raise ValueError(f"{tag} Can't compute the gradient of keyword argument "
                                  f"'{k}' because the function is called with the following "
                                  "keyword arguments {" + ",".join(kwargs) + ",}")
-        flat, want, counts = [], [], []
-        for i, a in enumerate(args):
-            got = trees.leaves(a, strict=i in nums)
-            if i in nums:
-                want.extend(range(len(flat), len(flat) + len(got)))
-                counts.append(len(got))
-            flat.extend(got)
-        for k, v in kwargs.items():
-            got = trees.leaves(v, strict=k in names)
-            if k in names:
-                want.extend(range(len(flat), len(flat) + len(got)))
-                counts.append(len(got))
-            flat.extend(got)
+        call = list(args)
+        slots = [(call, i) for i in nums] + [(kwargs, k) for k in kwargs if k in names]
+        wanted = [box[k] for box, k in slots]
+        parts = [trees.leaves(w, strict=True) for w in wanted]
+        flat = [a for p in parts for a in p]
         with TRACING:
             tracers = [_tracer(a) for a in flat]
             starts = [t._node for t in tracers]
-            box = [list(args), kwargs]
-            box = trees.fill(box, tracers)
-            value = fun(*box[0], **box[1])
-            trees.restore(box, starts, flat)
+            trees.fill(wanted, tracers)  # only the arguments differentiated, as in MLX
+            for (box, k), w in zip(slots, wanted):
+                box[k] = w
+            try:
+                value = fun(*call, **kwargs)
+            finally:
+                trees.restore(wanted, starts, flat)
             outs = _loss_outputs(value, tag, scalar_only)
             loss = outs[0]
             cot = _pair_cotangents([loss], [const(1.0, loss._dtype)], tag[1:-1])
-            grads = vjp_nodes([loss._node], starts, cot, want)
-        grads = [g if g is not None else _zeros_like(flat[i]) for g, i in zip(grads, want)]
+            grads = vjp_nodes([loss._node], starts, cot, range(len(flat)))
+        grads = [g if g is not None else _zeros_like(a) for g, a in zip(grads, flat)]
         value = _stop_aux(value)
-        return value, _regroup(args, kwargs, nums, names, grads, counts)
+        return value, _regroup(slots, wanted, parts, grads, len(nums), bool(names))
     return _named(value_and_grad_fn, fun)
 
 
@@ -476,19 +457,14 @@ def _stop_aux(value):
     return (value[0],) + tuple(rest)
 
 
-def _regroup(args, kwargs, nums, names, grads, counts):
-    it = iter(grads)
-    parts = []
-    for i in nums:
-        k = counts[len(parts)]
-        parts.append(trees.unflatten(args[i], [next(it) for _ in range(k)]))
-    positional = parts[0] if len(nums) == 1 else (tuple(parts) if nums else None)
-    if not names:
+def _regroup(slots, wanted, parts, grads, n_positional, named):
+    """The gradients shaped as the arguments asked for (`wanted`, whose leaves are `parts`):
+    one tree for one argnum, a tuple for several; with argnames, (that, {name: tree})."""
+    out, k = [], 0
+    for w, p in zip(wanted, parts):
+        out.append(trees.unflatten(w, grads[k:k + len(p)]))
+        k += len(p)
+    positional = out[0] if n_positional == 1 else (tuple(out[:n_positional]) or None)
+    if not named:
         return positional
-    keyword = {}
-    j = len(nums)
-    for k, v in kwargs.items():
-        if k in names:
-            keyword[k] = trees.unflatten(v, [next(it) for _ in range(counts[j])])
-            j += 1
-    return positional, keyword
+    return positional, {key: g for (_, key), g in zip(slots[n_positional:], out[n_positional:])}

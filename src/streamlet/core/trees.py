@@ -11,13 +11,19 @@ from .array import array
 from .random import state as _key_state
 
 
-def _is_key_state(tree) -> bool:
-    """`mx.random.state`: in a tree it stands for this thread's key (as in MLX)."""
-    return tree is _key_state
+def _rebuilt(tree, items):
+    """A tuple of `tree`'s type holding `items` (a named tuple keeps its fields)."""
+    if type(tree) is tuple:
+        return tuple(items)
+    return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
 
+
+# Each walk below takes the arrays of a sequence or dict as they come (`type(t) is array`)
+# and calls itself for anything else: most trees are lists and tuples of arrays.
 
 def leaves(tree, strict=False, op="tree_flatten") -> list:
-    """The arrays of `tree` in order; with `strict`, any other leaf raises ValueError."""
+    """The arrays of `tree` in order; with `strict`, any other leaf raises ValueError.
+    `mx.random.state` stands for this thread's key, as in MLX."""
     out = []
     _collect(tree, out, strict, op)
     return out
@@ -26,14 +32,14 @@ def leaves(tree, strict=False, op="tree_flatten") -> list:
 def _collect(tree, out, strict, op):
     if isinstance(tree, array):
         out.append(tree)
-    elif _is_key_state(tree):
+    elif tree is _key_state:
         out.append(tree[0])
-    elif isinstance(tree, (list, tuple)):
-        for t in tree:
-            _collect(t, out, strict, op)
-    elif isinstance(tree, dict):
-        for t in tree.values():
-            _collect(t, out, strict, op)
+    elif isinstance(tree, (list, tuple, dict)):
+        for t in tree.values() if isinstance(tree, dict) else tree:
+            if type(t) is array:
+                out.append(t)
+            else:
+                _collect(t, out, strict, op)
     elif strict:
         raise ValueError(f"[{op}] The argument should contain only arrays, got "
                          f"{type(tree).__name__}.")
@@ -43,21 +49,18 @@ def update(tree, fn):
     """`tree` with each array `a` replaced by `fn(a)`: lists and dicts in place."""
     if isinstance(tree, array):
         return fn(tree)
-    if _is_key_state(tree):
+    if tree is _key_state:
         tree[0] = fn(tree[0])
         return tree
     if isinstance(tree, list):
         for i, t in enumerate(tree):
-            tree[i] = update(t, fn)
+            tree[i] = fn(t) if type(t) is array else update(t, fn)
         return tree
     if isinstance(tree, tuple):
-        items = [update(t, fn) for t in tree]
-        if type(tree) is tuple:
-            return tuple(items)
-        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
+        return _rebuilt(tree, [fn(t) if type(t) is array else update(t, fn) for t in tree])
     if isinstance(tree, dict):
-        for k, v in tree.items():
-            tree[k] = update(v, fn)
+        for k, t in tree.items():
+            tree[k] = fn(t) if type(t) is array else update(t, fn)
         return tree
     return tree
 
@@ -77,23 +80,20 @@ def unflatten(tree, values):
 def _copy(tree, it):
     if isinstance(tree, array):
         return next(it)
-    if _is_key_state(tree):
+    if tree is _key_state:
         next(it)
         return tree
     if isinstance(tree, list):
-        return [_copy(t, it) for t in tree]
+        return [next(it) if type(t) is array else _copy(t, it) for t in tree]
     if isinstance(tree, tuple):
-        items = [_copy(t, it) for t in tree]
-        if type(tree) is tuple:
-            return tuple(items)
-        return type(tree)(*items) if hasattr(tree, "_fields") else type(tree)(items)
+        return _rebuilt(tree, [next(it) if type(t) is array else _copy(t, it) for t in tree])
     if isinstance(tree, dict):
-        return {k: _copy(v, it) for k, v in tree.items()}
+        return {k: next(it) if type(t) is array else _copy(t, it) for k, t in tree.items()}
     return tree
 
 
 def restore(tree, nodes, originals):
     """Put `originals` back where an array still stands for the node of `nodes` it was
     given (a tracer's); arrays the function rebound keep their new value."""
-    swap = {id(n): o for n, o in zip(nodes, originals)}
-    return update(tree, lambda a: swap.get(id(a._node), a))
+    swap = dict(zip(nodes, originals))
+    return update(tree, lambda a: swap.get(a._node, a))

@@ -190,8 +190,8 @@ def _replace(inputs, placeholders, outs, axes, oaxes):
         raise ValueError("At least one of in_axes must be non-None.")
     size = batched[0][0]._shape[batched[0][1]]
     tmap = {id(p): (x, ax) for p, x, ax in zip(placeholders, inputs, axes) if ax is not None}
-    start = set(tmap)
-    tape = _tape([o._node for o in outs], start, gradients=False)
+    tape = _tape([o._node for o in outs],
+                 {p for p, ax in zip(placeholders, axes) if ax is not None}, gradients=False)
     saved = None
     try:
         for n in tape:

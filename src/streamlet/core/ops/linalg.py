@@ -65,10 +65,17 @@ def _product_node(a, b_):
                    bl.resolve(None))
 
 
+def _transposed(m):
+    """The transpose node of the matrix `m`, nothing to check."""
+    return bl.node(_sh._TRANSPOSE, (m,), m._shape[::-1], m._dtype, {"axes": (1, 0)},
+                   bl.resolve(None))
+
+
 def _matmul_vjp(c, out, x, y, dtype):
-    if x.ndim == y.ndim == 2 and c._dtype is x._dtype is y._dtype and c._dtype.kind == "f":
-        return (lambda: _product_node(c, _sh._permuted(y, (1, 0), None)),
-                lambda: _product_node(_sh._permuted(x, (1, 0), None), c))
+    d = c._dtype
+    if len(x._shape) == len(y._shape) == 2 and d is x._dtype is y._dtype and d.kind == "f":
+        return (lambda: _product_node(c, _transposed(y)),
+                lambda: _product_node(_transposed(x), c))
     squeeze = _sh.squeeze
     xm, ym = _matrices(x, y)
     cm = _as_product(c, x, y)

@@ -5,7 +5,9 @@ import builtins
 
 
 from . import build as b
+from . import shape as _sh  # the rules' ops (imported once: hot path)
 from .build import dt
+from ..graph import SHAPELESS
 from .rules import along_axes, rebuild, same_shape, to_front
 
 
@@ -69,11 +71,13 @@ def _var(xp, a, axis, keepdims, ddof, root):
 
 # -- transform rules: the cotangent of the reduced result spread back over the input ------
 def _spread(c, x, axis, keepdims):
-    """`c` (shaped like the reduction's result) broadcast back to the input `x`'s shape."""
-    from .shape import broadcast_like, expand_dims
-    if not keepdims and axis:
-        c = expand_dims(c, axis)
-    return broadcast_like(c, x)
+    """`c` (shaped like the reduction's result) broadcast back to the input `x`'s shape;
+    `axis` is the reduction's, checked and sorted.  Leading axes need no ones put back:
+    broadcasting adds them."""
+    if not keepdims and axis and axis[-1] >= len(axis):
+        c = b.node(_sh._EXPAND, (c,), _out_shape(x._shape, axis, True), c._dtype,
+                   {"axis": axis}, b.resolve(None))
+    return _sh.broadcast_like(c, x)
 
 
 def _sum_vjp(c, out, x, axis, keepdims, dtype):
@@ -84,8 +88,43 @@ def _sum_jvp(t, out, x, axis, keepdims, dtype):
     return sum(t[0], axis, keepdims)  # noqa: F821 (made from the table)
 
 
+def _per_count(x, axis, minus, numerator, c):
+    """`numerator / max(N - minus, 1)` for the N elements of `x` a reduction over `axis`
+    takes: a number, or under a shapeless trace a node computing it from `x`'s shape."""
+    if not SHAPELESS.on:
+        return numerator / builtins.max(_count(x, axis) - minus, 1)
+    return b.node(_PER_COUNT, (x,), (), c._dtype,
+                  {"axis": axis, "minus": minus, "numerator": numerator, "dtype": c._dtype.np,
+                   "batch": ()}, b.resolve(None))
+
+
+def _per_count_kernel(xp, x, axis, minus, numerator, dtype, batch):
+    value = numerator / builtins.max(_count(x, axis) - minus, 1)
+    return xp.full(tuple(x.shape[a] for a in batch), value, dtype=dtype)
+
+
+def _per_count_shape(params, shape):
+    return tuple(shape[a] for a in params["batch"]), params
+
+
+def _per_count_vmap(axes, out, x, axis, batch, **params):
+    """The same factor for every example: one per example along the batch axes of `x`."""
+    ax = axes[0]
+    params = dict(params, axis=tuple(a + (a >= ax) for a in axis),
+                  batch=(ax,) + tuple(a + (a >= ax) for a in batch))
+    return b.node(_PER_COUNT, (x,), _per_count_shape(params, x._shape)[0], out._dtype, params,
+                  b.resolve(None)), 0
+
+
+# the shape-dependent factor of mean's and var's cotangents: a function of the input's
+# shape only, so no gradient flows through it
+_PER_COUNT = b.make("per_count", _per_count_kernel, vjp=lambda c, out, x, **p: (None,),
+                    jvp=lambda t, out, x, **p: None, vmap=_per_count_vmap,
+                    shape=_per_count_shape)
+
+
 def _mean_vjp(c, out, x, axis, keepdims, dtype):
-    return (_spread(c, x, axis, keepdims) * (1 / builtins.max(_count(x, axis), 1)),)
+    return (_spread(c * _per_count(x, axis, 0, 1, c), x, axis, keepdims),)
 
 
 def _mean_jvp(t, out, x, axis, keepdims, dtype):
@@ -217,7 +256,7 @@ def _var_vjp(c, out, x, axis, keepdims, dtype, ddof, root):
     centered = x - mean(x, axis, True)  # noqa: F821
     if x._dtype.kind == "c":
         centered = conj(centered)
-    scale = 2 / builtins.max(_count(x, axis) - ddof, 1)
+    scale = _per_count(x, axis, ddof, 2, c)
     c = _spread(c if not root else c / (2 * out), x, axis, keepdims)
     return (c * centered * scale,)
 

@@ -63,6 +63,23 @@ def same_shape(params, shape, *others):
     return shape, params
 
 
+# Gradients stop here: the backward walk never enters it; jvp gives zero; batched, it
+# stays a stop (a gradient of the vmapped function must not pass it either).
+STOP_GRADIENT = b.Primitive("stop_gradient", lambda xp, x: x,
+                            vmap=lambda axes, out, x: (stop_gradient(x), axes[0]),
+                            shape=same_shape)
+
+
+def stop_gradient(a, /, *, stream=None) -> b.array:
+    """`a` itself, through which no gradient flows.
+
+    >>> mx.grad(lambda x: (x * mx.stop_gradient(x)).sum())(mx.array([3.0])).tolist()
+    [3.0]
+    """
+    a = b.as_array(a, "stop_gradient")
+    return b.node(STOP_GRADIENT, (a,), a._shape, a._dtype, None, b.resolve(stream))
+
+
 # -- batching (vmap) ------------------------------------------------------------------------
 
 def to_front(x, axis):
@@ -182,9 +199,10 @@ def _fuses(d, nodes, state) -> bool:
 
 
 def _direct(derivs):
-    """`derivs` where each is a fused node or the cotangent itself (a derivative of 1),
-    what the vjp walk builds without the rule (`derivative_cotangents`); else None."""
-    return derivs if all(d.prim is not None or d.d == 1 for d in derivs) else None
+    """`derivs` where each is a fused node, the cotangent itself or its negation (a
+    derivative of 1 or -1), what the vjp walk builds without the rule
+    (`derivative_cotangents`); else None."""
+    return derivs if all(d.prim is not None or d.d in (1, -1) for d in derivs) else None
 
 
 def from_derivative(deriv, name):
@@ -224,11 +242,11 @@ def from_partials(dx, dy, name):
 
 
 def derivative_cotangents(n, c, wanted, cot, accumulate):
-    """Add to `cot` (input id -> cotangent) the cotangents of node `n`'s inputs whose ids
-    are in `wanted`, built straight from its derivative columns (`n.prim.derivs`): what its
+    """Add to `cot` (input node -> cotangent) the cotangents of node `n`'s inputs that are
+    in `wanted`, built straight from its derivative columns (`n.prim.derivs`): what its
     vjp rule gives, for the common case of a CPU stream and real floats of one dtype, where
-    each is one fused node (or the cotangent itself, for a derivative of 1).  False where
-    that case does not hold: the walk then applies the rule.
+    each is one fused node (or the cotangent itself or its negation, for a derivative of 1
+    or -1).  False where that case does not hold: the walk then applies the rule.
 
     The vjp walk's hot loop: a cotangent of the input's shape is stored or added here, any
     other through `accumulate(cot, input, cotangent)` (the walk's: it sums over broadcast
@@ -239,16 +257,15 @@ def derivative_cotangents(n, c, wanted, cot, accumulate):
         return False
     shape, cn = n.shape, c._node
     for i, deriv in zip(ins, n.prim.derivs):
-        key = id(i)
-        if key not in wanted:
+        if i not in wanted:
             continue
-        r = c if deriv.prim is None else \
+        r = times(c, deriv.d) if deriv.prim is None else \
             b.node_of(deriv.prim, (cn,) + nodes, shape, d, b.NO_PARAMS, st)
-        prev = cot.get(key)
+        prev = cot.get(i)
         if i.shape != shape or type(prev) is b.Parts:
             accumulate(cot, i, r)
         else:
-            cot[key] = r if prev is None else _ew.add.same(prev, r)
+            cot[i] = r if prev is None else _ew.add.same(prev, r)
     return True
 
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from . import build as b
 from .build import dt
-from .rules import along_axes, same_shape, via
+from .rules import along_axes, same_shape, stop_gradient, via
 
 
 def _sum_dtype(d):
@@ -137,7 +137,6 @@ def _logcumsumexp_jvp(t, out, x, axis, reverse, inclusive, dtype):
 def _extreme_scan_vjp(c, out, x, axis, reverse, inclusive, dtype):
     """cummax/cummin: each position's cotangent goes to the element holding the running
     extreme there (ties: the latest in scan order)."""
-    from ..transforms import stop_gradient
     from .creation import arange
     from .elementwise import equal, where
     from .indexing import _along_index, _scatter_add

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import build as b
 from . import dims
-from .rules import batch_size, to_front
+from .rules import batch_size, stop_gradient, to_front
 
 def _expand_shape(params, shape):
     out = list(shape)
@@ -64,7 +64,6 @@ _BROADCAST_LIKE = b.make("broadcast_like", lambda xp, a, like: xp.broadcast_to(a
 
 def broadcast_like(a, like, *, stream=None):
     """`a` broadcast to `like`'s shape (an op of the transforms' rules)."""
-    from ..transforms import stop_gradient
     if b.broadcast_shapes(a._shape, like._shape, op="broadcast_like") != like._shape:
         raise ValueError(f"[broadcast_like] Cannot broadcast array of shape {a._shape} to "
                          f"shape {like._shape}.")

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import build as b
 from .build import dt
-from .rules import along_axes, same_shape, via
+from .rules import along_axes, same_shape, stop_gradient, via
 
 
 def _along(a, axis, op, stream):
@@ -26,14 +26,12 @@ def _permuted_vjp(order):
     """The vjp of an op that permutes along `axis` by `order(x, **params)`: the cotangent
     goes back to where each element came from (the permutation cut from the gradient)."""
     def vjp(c, out, x, **params):
-        from ..transforms import stop_gradient
         from .creation import zeros
         from .updates import put_along_axis
         idx = stop_gradient(order(x, **params))
         return (lambda: put_along_axis(zeros(x._shape, c._dtype), idx, c, params["axis"]),)
 
     def jvp(t, out, x, **params):
-        from ..transforms import stop_gradient
         from .indexing import take_along_axis
         return take_along_axis(t[0], stop_gradient(order(x, **params)), params["axis"])
     return {"vjp": vjp, "jvp": jvp, "vmap": along_axes("axis"), "shape": same_shape}
@@ -119,14 +117,12 @@ def _topk_order(x, k, axis):
 
 
 def _topk_vjp(c, out, x, k, axis):
-    from ..transforms import stop_gradient
     from .indexing import _along_index, _scatter_add
     idx = stop_gradient(_topk_order(x, k, axis))
     return (lambda: _scatter_add(c, x, _along_index(idx, c._shape, axis)),)
 
 
 def _topk_jvp(t, out, x, k, axis):
-    from ..transforms import stop_gradient
     from .indexing import take_along_axis
     return take_along_axis(t[0], stop_gradient(_topk_order(x, k, axis)), axis)
 

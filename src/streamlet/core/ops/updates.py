@@ -177,7 +177,6 @@ def _full_mask(mask, a):
 
 def _masked_scatter_vjp(c, out, a, mask, value):
     """Where the mask holds, the cotangent goes to the value element placed there."""
-    from ..transforms import stop_gradient
     from .creation import zeros
     from .elementwise import where
     from .scan import cumsum
@@ -189,7 +188,7 @@ def _masked_scatter_vjp(c, out, a, mask, value):
             return zeros(value._shape, c._dtype)
         m = flatten(_full_mask(mask, a))
         slot = cumsum(m.astype(b.dt.int32), 0, inclusive=False)
-        slot = stop_gradient(minimum(slot, value.size - 1))  # unmasked places add zero
+        slot = rules.stop_gradient(minimum(slot, value.size - 1))  # unmasked places add zero
         picked = where(m, flatten(c), 0)
         return reshape(scatter(zeros((value.size,), c._dtype), slot, picked, "add"),
                        value._shape)

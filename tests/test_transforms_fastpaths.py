@@ -1,0 +1,128 @@
+"""The fast paths of the gradient walk give what MLX gives: value_and_grad substitutes
+only the arguments it differentiates (the others reach the function as they are), mean's
+cotangent is scaled before it is spread, subtract and negative build their cotangents
+without their rules, broadcast cotangents are summed back, and 2-D matmuls take the
+short vjp."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import streamlet.core as mx
+
+RNG = np.random.default_rng(7)
+
+
+def _data(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def _both(mlx, fn, *arrays, **grad_args):
+    """The gradients of `fn` at `arrays` (NumPy), from streamlet and from MLX."""
+    out = []
+    for M in (mx, mlx):
+        g = M.grad(lambda *a: fn(M, *a), **grad_args)(*[M.array(a) for a in arrays])
+        out.append([np.array(x) for x in (g if isinstance(g, tuple) else (g,))])
+    return out
+
+
+def test_arguments_not_differentiated_reach_the_function_as_they_are():
+    x, y = mx.array([1.0, 2.0]), mx.array([3.0, 4.0])
+    seen = {}
+
+    def f(w, x, y):
+        seen.update(x=x, y=y)
+        return (w * x - y).sum()
+    assert mx.grad(f)(mx.array([0.5, 0.5]), x, y).tolist() == [1.0, 2.0]
+    assert seen["x"] is x and seen["y"] is y
+
+
+def test_argnums_and_argnames_with_lists_filled_in_place_as_mlx(mlx):
+    results = []
+    for M in (mx, mlx):
+        p = [M.array(1.0), (M.array(2.0), M.array(3.0))]
+        d = {"a": M.array(4.0)}
+        first, pair = p[0], p[1]
+
+        def f(x, p, d):
+            p.append(5)  # the caller's own list, as in MLX
+            d["z"] = 1
+            return p[0] * p[1][0] * x * d["a"]
+        value, (gp, gd) = M.value_and_grad(f, argnums=1, argnames="d")(M.array(3.0), p, d=d)
+        assert p[0] is first and p[1] is not pair and len(p) == 3 and d["z"] == 1
+        results.append((value.item(), [gp[0].item(), gp[1][0].item(), gp[1][1].item(), gp[2]],
+                        gd["d"]["a"].item(), gd["d"]["z"], sorted(gd)))
+    assert results[0] == results[1]
+
+
+def test_a_failing_function_leaves_the_arguments_as_they_were():
+    p = [mx.array(1.0), {"b": mx.array(2.0)}]
+    a, b = p[0], p[1]["b"]
+
+    def f(p):
+        raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"):
+        mx.grad(f)(p)
+    assert p[0] is a and p[1]["b"] is b
+
+
+def test_grad_of_grad_through_an_argument_not_differentiated(mlx):
+    def inner(M):
+        return M.grad(lambda y, z: (M.sin(y) * z).sum())
+
+    def outer(M, x):
+        return (inner(M)(x, x * x) * x).sum()
+    ours, theirs = _both(mlx, outer, _data(5))
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["mean", "sum"])
+@pytest.mark.parametrize("axis,keepdims", [(None, False), (0, False), ((0, 1), False),
+                                           (1, False), ((0, 2), False), (1, True),
+                                           ((0, 1), True)])
+def test_reduction_gradients_match_mlx(mlx, op, axis, keepdims):
+    w = _data(*np.sum(np.zeros((3, 4, 5)), axis=axis, keepdims=keepdims).shape)
+
+    def f(M, x):
+        return (getattr(M, op)(x, axis=axis, keepdims=keepdims) * M.array(w)).sum()
+    ours, theirs = _both(mlx, f, _data(3, 4, 5))
+    np.testing.assert_array_equal(ours[0], theirs[0])
+
+
+@pytest.mark.parametrize("axis", [0, 1])  # spread by broadcasting alone, and through ones
+def test_shapeless_compiled_sum_gradient_follows_new_shapes(axis):
+    g = mx.compile(mx.grad(lambda x: mx.square(mx.sum(x, axis=axis)).sum()), shapeless=True)
+    for shape in [(2, 3), (4, 5), (3, 2, 2)]:
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        want = np.broadcast_to(2 * x.sum(axis=axis, keepdims=True), shape)
+        np.testing.assert_allclose(np.array(g(mx.array(x))), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])  # float16: the rules' path
+def test_subtract_and_negative_gradients_match_mlx(mlx, dtype):
+    def f(M, x, y):
+        return ((x - y) * -x - M.negative(y)).sum()
+    ours, theirs = _both(mlx, f, _data(4, dtype=dtype), _data(4, dtype=dtype), argnums=(0, 1))
+    for a, b in zip(ours, theirs):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("bias", [(6,), (1, 6), (5, 1), (), (2, 1, 6)])
+def test_broadcast_cotangents_are_summed_back_as_mlx(mlx, bias):
+    def f(M, x, b):
+        return M.square(x + b).sum()
+    ours, theirs = _both(mlx, f, _data(5, 6), _data(*bias), argnums=(0, 1))
+    for a, b in zip(ours, theirs):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)),
+                                    ((2, 3, 4), (4, 2))])
+def test_matmul_gradients_match_mlx(mlx, shapes):
+    def f(M, x, y):
+        return M.sin(x @ y).sum()
+    ours, theirs = _both(mlx, f, *[_data(*s) for s in shapes], argnums=(0, 1))
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
