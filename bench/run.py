@@ -22,7 +22,7 @@ import numpy as np
 from timing import median_time
 
 HERE = Path(__file__).resolve().parent
-LOWER_IS_BETTER = ("_us",)
+LOWER_IS_BETTER = ("_us", "_ms")
 
 
 def run_bench(module, device, only, label):
