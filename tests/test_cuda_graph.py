@@ -182,3 +182,19 @@ def test_a_function_returning_its_input_and_a_constant(on_gpu):
         a, b, p = c(x)
         assert a.tolist() == x.tolist() and b.tolist() == [1.0, 2.0]
         assert p.tolist() == [float(v), 2.0]
+
+
+def test_a_graphs_buffers_count_as_active_memory_while_it_lives(on_gpu):
+    import gc
+    x = mx.array(RNG.standard_normal((1 << 20,)).astype(np.float32))  # 4 MiB
+    mx.eval(x)
+    c = mx.compile(lambda v: (mx.exp(v) @ mx.ones((1 << 20, 1)), mx.sin(v) * 2))
+    mx.eval(c(x))
+    before = mx.get_active_memory()
+    for _ in range(2):  # the capture: the graph keeps its buffers
+        mx.eval(c(x))
+    held = mx.get_active_memory() - before
+    assert held >= 2 * (4 << 20), held  # exp(v), then sin(v) * 2, at least
+    del c
+    gc.collect()
+    assert mx.get_active_memory() <= before - (4 << 20)  # the graph and the input's slot

@@ -20,6 +20,7 @@ import os
 import cupy as cp
 import numpy as np
 
+from ..core.memory import track as track_memory
 from .cuda import BF16, run_kernel
 
 CAPTURE = os.environ.get("STREAMLET_CUDA_GRAPHS", "1") != "0"
@@ -79,7 +80,7 @@ class _Slots:
     call's arrays were), and once captured the graph, its results and the memory pool
     its steps allocated from (`held`: reused inside the graph, by nothing else)."""
 
-    __slots__ = ("slots", "graph", "results", "held")
+    __slots__ = ("slots", "graph", "results", "held", "nbytes", "__weakref__")
 
     def __init__(self, program, args):
         used = {r for st in program.steps for r in st.refs}
@@ -87,6 +88,7 @@ class _Slots:
                       for i, a in enumerate(args)]
         self.graph = self.results = None
         self.held = []
+        self.nbytes = 0  # once captured: what the graph's pool holds
 
     def first_run(self, program, args, stream):
         self._copy_in(program, args, stream)
@@ -118,6 +120,8 @@ class _Slots:
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"
         self.graph, self.results, self.held = graph, results, pool
+        self.nbytes = pool.total_bytes()
+        track_memory(self)  # the graph's buffers count as arrays do, while it lives
         return None
 
     def _copy_in(self, program, args, stream):
@@ -138,10 +142,12 @@ class _Slots:
 
 
 def _slot(a):
-    """A buffer of the program's own for input `a` (a host scalar gets a device one)."""
-    if type(a) is BF16:
-        return BF16(cp.empty(a.bits.shape, a.bits.dtype))
-    return cp.empty(np.shape(a), a.dtype)
+    """A buffer of the program's own for input `a` (a host scalar gets a device one),
+    counted in the memory accounting while the program lives."""
+    s = cp.empty(np.shape(a.bits if type(a) is BF16 else a),
+                 a.bits.dtype if type(a) is BF16 else a.dtype)
+    track_memory(s)
+    return BF16(s) if type(a) is BF16 else s
 
 
 def _copy_out(r, stream):
