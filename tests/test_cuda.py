@@ -144,6 +144,21 @@ def test_one_kernel_per_structure_whatever_the_constants():
     assert len(cuda_fuse._kernels) == n
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_subnormals_read_as_true(dtype):
+    """A subnormal is a true value as NumPy and MLX read it, though CuPy's kernels flush
+    subnormals to zero: casts, conditions and logical ops read the bits."""
+    raw = np.array([1, 0, 3], dtype=np.uint32 if dtype == "float32" else np.uint16)
+    fns = [lambda t: t.astype(mx.bool_), lambda t: mx.where(t, 1, 2),
+           lambda t: mx.logical_not(t), lambda t: mx.logical_and(t, t)]
+    for fn in fns:
+        with mx.stream(mx.cpu):
+            want = fn(mx.array(raw).view(getattr(mx, dtype))).tolist()
+        with mx.stream(G):
+            got = fn(mx.array(raw).view(getattr(mx, dtype))).tolist()
+        assert got == want
+
+
 def test_odd_sizes_strides_and_broadcast_leaves():
     for n in (1, 3, 5, 1023, 4097):
         a = sample((n,), np.float32)

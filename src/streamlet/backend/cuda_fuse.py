@@ -104,6 +104,17 @@ _X86_CAST = {"signed char": "x86_i32", "unsigned char": "x86_i32", "short": "x86
              "unsigned short": "x86_i32", "int": "x86_i32", "long long": "x86_i64"}
 
 
+# a value's truth as NumPy reads it: CuPy builds kernels with -ftz=true, where a float
+# compared with zero reads a subnormal as zero; its bits say it is not
+TRUTH = """
+template <typename T> __device__ __forceinline__ bool truth(T x) { return x != (T)0; }
+__device__ __forceinline__ bool truth(float x) { return (__float_as_uint(x) << 1) != 0u; }
+__device__ __forceinline__ bool truth(double x) {
+  return ((unsigned long long)__double_as_longlong(x) << 1) != 0ull;
+}
+"""
+
+
 def x86_cast(compute, out):
     """The X86_CASTS function converting C type `compute` to `out`, or None."""
     return _X86_CAST.get(out) if compute in FLOATS else None
@@ -114,8 +125,10 @@ def expression(spec, operands):
     _, _, t, out, types, form = spec
     if form.cast and x86_cast(t, out):
         return f"({out}){x86_cast(t, out)}({operands[0]})"
-    text = form.render(t, [f"(({ty}){o})" for ty, o in zip(types, operands)])
-    return f"({out})({text})"
+    text = form.render(t, [f"truth({o})" if ty == "bool" else f"(({ty}){o})"
+                           for ty, o in zip(types, operands)])
+    text = text.replace("(bool)(", "truth(")  # a form's own reading of a value as bool
+    return f"truth({text})" if out == "bool" else f"({out})({text})"
 
 
 def can_fuse(form, compute, out):
@@ -290,7 +303,7 @@ def source(specs, leaf_types, kinds, const_types, out_types, outputs, vec):
         spec = spec_by_id[s[0]]
         body.append(f"  {spec[3]} v{p} = {expression(spec, [_operand(r) for r in s[1:]])};")
     body += [f"  o{i} = v{p};" for i, p in enumerate(outputs)]
-    lines = [X86_CASTS, f"__device__ __forceinline__ void body({', '.join(fargs)}) {{", *body,
+    lines = [X86_CASTS, TRUTH, f"__device__ __forceinline__ void body({', '.join(fargs)}) {{", *body,
              "}"]
     lines.append("template <typename T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };")
     lines.append(f'extern "C" __global__ void k({", ".join(params)}) {{')
