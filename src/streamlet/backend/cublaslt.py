@@ -71,7 +71,7 @@ def _library():
 def plan(key):
     """The Plan of a column-major `C = op(A) op(B)` described by `key` = (data type,
     compute type, opA, opB, m, n, k, lda, ldb, ldc, batch count, A, B and C batch
-    strides in elements), or None where cuBLASLt has no algorithm for it."""
+    strides in elements, device), or None where cuBLASLt has no algorithm for it."""
     p = _plans.get(key, False)
     if p is False:
         with _lock:
@@ -82,7 +82,7 @@ def plan(key):
 
 
 def _make(key):
-    kind, compute, op_a, op_b, m, n, k, lda, ldb, ldc, count, sa, sb, sc = key
+    kind, compute, op_a, op_b, m, n, k, lda, ldb, ldc, count, sa, sb, sc, _ = key
     lib = _library()
     desc = _P()
     lib.call("cublasLtMatmulDescCreate", ctypes.byref(desc), _I(compute), _I(_SCALE_32F))

@@ -19,6 +19,7 @@ import os
 
 import cupy as cp
 import numpy as np
+from cupy.cuda import runtime
 from cupy_backends.cuda.libs import cublas
 
 from . import cublaslt
@@ -101,7 +102,7 @@ def gemm(x, y, out_bits):
     yp, xp, op = y.data.ptr, x.data.ptr, out.data.ptr
     if not (yp % cublaslt.ALIGN or xp % cublaslt.ALIGN or op % cublaslt.ALIGN):
         plan = cublaslt.plan((kind, compute, ly[0], lx[0], n, m, k, ly[1], lx[1], n, count,
-                              sy, sx, m * n))
+                              sy, sx, m * n, runtime.getDevice()))
         if plan is not None:
             cublaslt.matmul(plan, _ONE_PTR, yp, xp, _ZERO_PTR, op, stream)
             return out
