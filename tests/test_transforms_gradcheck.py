@@ -238,6 +238,7 @@ CASES = [
     Case("roll", lambda x: mx.roll(x, (1, -2), axis=(0, 1)), (3, 4)),
     Case("flip", lambda x: x[::-1, ::-2] * arrange.flip(x, axis=1)[:, :2], (3, 4)),
     Case("broadcast_like", lambda x, y: shape_ops.broadcast_like(x, y) * y, (3, 1), (2, 3, 4)),
+    Case("reshape_like", lambda x, y: shape_ops.reshape_like(x, y) * y, (3, 4), (2, 6)),
     Case("diagonal", lambda x: mx.diagonal(x, 1, 0, 2), (3, 2, 4)),
     Case("diag", lambda x: mx.diag(x, k=1), (3,)),
     Case("diag_of_matrix", lambda x: mx.diag(x, k=-1), (3, 3)),

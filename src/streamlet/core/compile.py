@@ -18,7 +18,7 @@ import os
 from . import trees
 from .array import array, wrap
 from .dtypes import float64 as _F64
-from .graph import SHAPELESS, TRACING, Node
+from .graph import SHAPELESS, TRACING, NewShapes, Node
 from .fusion import fuse
 from .gpu_program import whole
 from .ops.build import SELECT
@@ -56,7 +56,8 @@ class Tape:
     made at the first replay on a GPU, the GPU's; they are used unless a transform
     traces the call (its rules need the single ops)."""
 
-    def __init__(self, n_inputs, constants, steps, outputs, result, n_state, shapeless):
+    def __init__(self, n_inputs, constants, steps, outputs, result, n_state, shapeless,
+                 input_shapes=None):
         self.n_inputs, self.constants, self.steps = n_inputs, constants, steps
         self.outputs, self.result, self.n_state = outputs, result, n_state
         self.shapeless = shapeless
@@ -68,6 +69,10 @@ class Tape:
                     raise ValueError(f"[compile] The primitive {st.prim.name} cannot be "
                                      "compiled shapeless (its output shape is not known for "
                                      "inputs of other shapes).")
+            # checked where a transform's rules were traced (SHAPELESS.ruled)
+            self.broadcasts = {} if input_shapes is None else \
+                _broadcasts(steps, list(input_shapes) + [n.shape for n in constants])
+            self.followed = set()  # the input shapes the broadcasts were checked at
 
     def replay(self, inputs):
         values = [x._node for x in inputs]
@@ -87,6 +92,8 @@ class Tape:
         elif not traced and self.fused is not None:
             steps, outputs = self.fused
         shapeless = self.shapeless
+        if shapeless and self.broadcasts:
+            self._check_broadcasts(values)
         for s in steps:
             ins = tuple([values[r] for r in s.refs])
             shape, params = s.shape, s.params
@@ -102,6 +109,25 @@ class Tape:
             values.append(n)
         return [wrap(values[i]) for i in outputs]
 
+    def _check_broadcasts(self, values):
+        """Raise NewShapes where the new shapes broadcast a step's inputs along other axes
+        than the trace did (its gradient rules summed along the trace's)."""
+        key = tuple([v.shape for v in values[:self.n_inputs]])
+        if key in self.followed:
+            return
+        shapes = [(v.shape, v.params) for v in values]
+        for k, s in enumerate(self.steps):
+            ins = [shapes[r] for r in s.refs]
+            if s.prim is SELECT:
+                shapes.append((ins[0][1]["outs"][s.params["index"]][0], s.params))
+                continue
+            shape, params = s.prim.shape(s.params or {}, *[i[0] for i in ins])
+            axes = self.broadcasts.get(k)
+            if axes is not None and _broadcast_axes([i[0] for i in ins], shape) != axes:
+                raise NewShapes
+            shapes.append((shape, params))
+        self.followed.add(key)
+
     def _for_gpu(self, values):
         """Whether a step on the caller's stream computes in float64, which the GPU
         refuses, and the GPU's programs (none for shapeless replays): the whole program as
@@ -116,6 +142,27 @@ class Tape:
         self.gpu_whole = whole(self.steps, self.outputs, self.n_inputs, first, dtypes[:first])
         if self.gpu_whole is None:
             self.gpu_fused = fuse(self.steps, self.outputs, first, gpu_dtypes=dtypes[:first]) or ()
+
+
+def _broadcasting():
+    from .ops import linalg, rules, shape
+    return {rules.broadcast_shape, shape._broadcast_shape, shape._BROADCAST_LIKE.shape,
+            linalg._matmul_shape}
+
+
+def _broadcast_axes(shapes, out):
+    """Per input shape, the axes (counted from the end) along which it broadcasts to
+    `out`."""
+    return tuple(tuple(i for i, (n, m) in enumerate(zip(s[::-1], out[::-1])) if n == 1 != m)
+                 for s in shapes)
+
+
+def _broadcasts(steps, shapes):
+    """{step index: its inputs' broadcast axes} for the steps that broadcast, as traced."""
+    shapes = shapes + [s.shape for s in steps]
+    kinds = _broadcasting()
+    return {k: _broadcast_axes([shapes[r] for r in s.refs], s.shape)
+            for k, s in enumerate(steps) if s.prim.shape in kinds}
 
 
 def _new_shape(step, ins):
@@ -228,22 +275,29 @@ class _Compiled:
         key = tuple(key)
         tape = self.cache.get(key)
         if tape is None:
-            tape = self.cache[key] = self._trace(args, kwargs, flat, n_args)
-        outs = tape.replay(flat)
+            tape = self.cache[key] = self._trace(args, kwargs, flat, n_args, self.shapeless)
+        try:
+            outs = tape.replay(flat)
+        except NewShapes:  # traced again for these very shapes
+            key += tuple(a._shape for a in flat)
+            tape = self.cache.get(key)
+            if tape is None:
+                tape = self.cache[key] = self._trace(args, kwargs, flat, n_args, False)
+            outs = tape.replay(flat)
         if tape.n_state:
             trees.fill(self.outputs, outs[len(outs) - tape.n_state:])
             outs = outs[:len(outs) - tape.n_state]
         return trees.unflatten(tape.result, outs)
 
-    def _trace(self, args, kwargs, flat, n_args):
-        outer = SHAPELESS.on
-        SHAPELESS.on = outer or self.shapeless
+    def _trace(self, args, kwargs, flat, n_args, shapeless):
+        outer, ruled = SHAPELESS.on, SHAPELESS.ruled
+        SHAPELESS.on, SHAPELESS.ruled = outer or shapeless, False
         try:
-            return self._record(args, kwargs, flat, n_args)
+            return self._record(args, kwargs, flat, n_args, shapeless)
         finally:
-            SHAPELESS.on = outer
+            SHAPELESS.on, SHAPELESS.ruled = outer, ruled or SHAPELESS.ruled
 
-    def _record(self, args, kwargs, flat, n_args):
+    def _record(self, args, kwargs, flat, n_args, shapeless):
         with TRACING:
             ph = [_placeholder(a) for a in flat]
             starts = [p._node for p in ph]
@@ -261,7 +315,8 @@ class _Compiled:
             nodes = [o._node for o in outs + state]
             _check_captured(nodes, flat)
             constants, steps, out_refs = _record(nodes, starts, default)
-        return Tape(len(flat), constants, steps, out_refs, result, len(state), self.shapeless)
+        shapes = [p.shape for p in starts] if SHAPELESS.ruled else None
+        return Tape(len(flat), constants, steps, out_refs, result, len(state), shapeless, shapes)
 
 
 def compile(fun, inputs=None, outputs=None, shapeless=False):

@@ -159,9 +159,18 @@ TRACING = Tracing()
 class _Shapeless(threading.local):
     """Whether this thread traces a shapeless compiled function (`on`): rules then build
     what depends on an input's shape as a node computing it when run (the counts of
-    `ops.reduction`'s rules), not as a constant of the trace."""
+    `ops.reduction`'s rules), not as a constant of the trace.  `ruled`: whether a
+    vjp or jvp walk applied rules during that trace (they decide by the traced shapes
+    which axes were broadcast, so a replay must broadcast along the same)."""
 
     on = False
+    ruled = False
 
 
 SHAPELESS = _Shapeless()
+
+
+class NewShapes(Exception):
+    """A shapeless replay at shapes the trace's rules cannot follow (an axis it broadcast
+    along, or a bound it computed from a shape, is no longer so): the compiled function
+    is traced again at these shapes."""

@@ -15,10 +15,11 @@ import operator
 
 from . import trees
 from .array import array, const, node, node_of, wrap
-from .graph import TRACING, Node, Primitive
+from .graph import SHAPELESS, TRACING, Node, Primitive
 from . import ops as _ops
 from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, broadcast_shapes
 from .ops.creation import filled
+from .ops.shape import broadcast_like
 from .ops.rules import STOP_GRADIENT, derivative_cotangents, same_shape, stop_gradient
 from .stream import build_on, resolve, restore_build
 
@@ -99,7 +100,8 @@ def fit_tangent(t, out: Node):
     """A tangent `t` for node `out`: broadcast to its shape, in its dtype when inexact
     (the tangents of bool and integer results stay as the inputs' tangents are)."""
     if t._shape != out.shape:
-        t = _ops.broadcast_to(t, out.shape)
+        t = broadcast_like(t, wrap(out)) if SHAPELESS.on else \
+            _ops.broadcast_to(t, out.shape)
     if t._dtype is not out.dtype and out.dtype.kind in "fcV":
         t = _ops.astype(t, out.dtype)
     return t
@@ -132,6 +134,7 @@ def vjp_nodes(outputs, primals, cotangents, wants):
     cotangents of `outputs` (None: no cotangent flows back from that output)."""
     wanted = [primals[i] for i in wants]
     needs = set(wanted)
+    SHAPELESS.ruled = SHAPELESS.ruled or SHAPELESS.on
     tape = _tape(outputs, needs)
     cot = {}
     for o, c in zip(outputs, cotangents):
@@ -181,6 +184,7 @@ def jvp_nodes(outputs, primals, tangents):
     """Tangents of `outputs` given tangents of the tracer nodes `primals` (None: zero)."""
     tape = _tape(outputs, set(primals))
     tan = {id(p): t for p, t in zip(primals, tangents) if t is not None}
+    SHAPELESS.ruled = SHAPELESS.ruled or SHAPELESS.on
     saved = None
     try:
         for n in tape:

@@ -7,7 +7,7 @@ import numpy as np
 
 from . import build as b
 from . import dims
-from .rules import no_index_grad, to_front
+from .rules import no_index_grad, to_front, zeros_for
 
 
 class _Slot:
@@ -30,15 +30,10 @@ def _gather(xp, a, *arrays, index):
 _pyslice = builtins.slice  # `slice` below is the op
 
 
-def _zeros_for(c, x):
-    from .creation import zeros
-    return zeros(x._shape, c._dtype)
-
-
 def _scatter_add(c, x, index):
     """zeros like `x` with `c` added at `index` (repeated indices add up)."""
     from .updates import scatter
-    return scatter(_zeros_for(c, x), index, c, "add")
+    return scatter(zeros_for(x, c._dtype), index, c, "add")
 
 
 def _getitem_vjp(c, out, x, *arrays, index):
@@ -323,7 +318,7 @@ def _dynamic_slice(xp, a, starts, axes, sizes):
 
 def _dynamic_slice_vjp(c, out, x, starts, axes, sizes):
     from .updates import slice_update
-    return (slice_update(_zeros_for(c, x), c, starts, axes), None)
+    return (slice_update(zeros_for(x, c._dtype), c, starts, axes), None)
 
 
 def _dynamic_slice_vmap(vaxes, out, x, starts, axes, sizes):

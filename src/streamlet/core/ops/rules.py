@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import build as b
 from .build import dt
+from ..graph import SHAPELESS
 
 
 def conj_if_complex(d):
@@ -46,9 +47,15 @@ def no_index_grad(op):
 def zero_tangent(t, out):
     """The tangent of an op whose derivative is zero: zeros shaped like `out`, in the
     tangent's dtype (MLX keeps float tangents through comparisons)."""
-    from .creation import zeros
     dtype = next(x._dtype for x in t if x is not None)
-    return zeros(out._shape, dtype)
+    return zeros_for(out, dtype)
+
+
+def zeros_for(x, dtype):
+    """Zeros of `x`'s shape in `dtype`: under a shapeless trace a node that reads the
+    shape of `x` when run (a constant would keep the traced shape)."""
+    from .creation import full_like, zeros
+    return full_like(x, 0, dtype) if SHAPELESS.on else zeros(x._shape, dtype)
 
 
 # -- shape rules (shapeless compile) --------------------------------------------------------

@@ -8,7 +8,8 @@ import numpy as np
 
 from . import build as b
 from . import dims
-from .rules import batch_size, stop_gradient, to_front
+from ..graph import SHAPELESS, NewShapes
+from .rules import batch_size, stop_gradient, to_front, zeros_for
 
 def _expand_shape(params, shape):
     out = list(shape)
@@ -73,6 +74,40 @@ def broadcast_like(a, like, *, stream=None):
                   b.NO_PARAMS, b.resolve(stream))
 
 
+def _reshape_like_shape(params, shape, like):
+    if math.prod(shape) != math.prod(like):
+        raise ValueError(f"[reshape] Cannot reshape array of size {math.prod(shape)} into "
+                         f"shape {like}.")
+    return like, params
+
+
+def _reshape_like_vmap(axes, out, a, like):
+    if axes[0] is None:
+        return reshape(a, out._shape), None
+    a = to_front(a, axes[0])
+    if axes[1] is None:
+        return reshape(a, a._shape[:1] + out._shape), 0
+    return reshape_like(a, to_front(like, axes[1])), 0
+
+
+# `a` reshaped to the shape of `like` (read for its shape only): reshape's cotangent
+# under a shapeless trace, which follows the input's shape
+_RESHAPE_LIKE = b.make("reshape_like", lambda xp, a, like: xp.reshape(a, like.shape),
+                       vjp=lambda c, out, a, like: (reshape_like(c, a), None),
+                       jvp=lambda t, out, a, like: reshape_like(t[0], like),
+                       vmap=_reshape_like_vmap, shape=_reshape_like_shape)
+
+
+def reshape_like(a, like):
+    """`a` reshaped to `like`'s shape (an op of the transforms' rules)."""
+    return b.node(_RESHAPE_LIKE, (a, stop_gradient(like)), like._shape, a._dtype,
+                  b.NO_PARAMS, b.resolve(None))
+
+
+def _reshape_vjp(c, out, x, shape):
+    return (reshape_like(c, x) if SHAPELESS.on else reshape(c, x._shape),)
+
+
 def _reshape_vmap(axes, out, x, shape):
     x = to_front(x, axes[0])
     return reshape(x, x._shape[:1] + shape), 0
@@ -98,12 +133,22 @@ def _concat_vjp(c, out, *arrays, axis, dtype):
 
 
 def _slice_of(c, axis, lo, hi):
-    return lambda: c[(slice(None),) * axis + (slice(lo, hi),)]
+    return lambda: _cut(c, axis, lo, hi, b.resolve(None))
+
+
+def _cut(a, axis, lo, hi, st):
+    """`a[lo:hi]` along `axis`, bounds computed from `a`'s shape: under a shapeless trace
+    the slice keeps that length of the axis, and a replay at another traces again."""
+    index = (slice(None),) * axis + (slice(lo, hi),)
+    shape = a._shape[:axis] + (hi - lo,) + a._shape[axis + 1:]
+    params = {"index": index}
+    if SHAPELESS.on:
+        params["traced"] = (axis, a._shape[axis])
+    return b.node(_SLICE, (a,), shape, a._dtype, params, st)
 
 
 def _concat_jvp(t, out, *arrays, axis, dtype):
-    from .creation import zeros
-    return concatenate([x if x is not None else zeros(a._shape, out._dtype)
+    return concatenate([x if x is not None else zeros_for(a, out._dtype)
                         for x, a in zip(t, arrays)], axis)
 
 
@@ -114,10 +159,9 @@ def _concat_vmap(axes, out, *arrays, axis, dtype):
     return concatenate(moved, axis + 1), 0
 
 
-def _slice_vjp(c, out, x, index):
-    from .creation import zeros
+def _slice_vjp(c, out, x, index, traced=None):
     from .updates import setitem
-    return (setitem(zeros(x._shape, c._dtype), index, c),)
+    return (setitem(zeros_for(x, c._dtype), index, c),)
 
 
 def _reshape_shape(params, shape):
@@ -144,11 +188,14 @@ def _concat_shape(params, *shapes):
 
 def _slice_shape(params, shape):
     from .indexing import _dummy
+    traced = params.get("traced")
+    if traced is not None and shape[traced[0]] != traced[1]:
+        raise NewShapes
     return _dummy(shape)[params["index"]].shape, params
 
 
 _RESHAPE = b.make("reshape", lambda xp, a, shape: xp.reshape(a, shape), shape=_reshape_shape,
-                  vjp=lambda c, out, x, shape: (reshape(c, x._shape),),
+                  vjp=_reshape_vjp,
                   jvp=lambda t, out, x, shape: reshape(t[0], shape), vmap=_reshape_vmap)
 _TRANSPOSE = b.make("transpose", lambda xp, a, axes: xp.transpose(a, axes),
                     shape=_transpose_shape,
@@ -164,9 +211,21 @@ _BROADCAST = b.make("broadcast_to", lambda xp, a, shape: xp.broadcast_to(a, shap
 _CONCAT = b.make("concatenate", lambda xp, *arrays, axis, dtype:
                  xp.concatenate([b.cast(a, dtype) for a in arrays], axis=axis),
                  vjp=_concat_vjp, jvp=_concat_jvp, vmap=_concat_vmap, shape=_concat_shape)
-_SLICE = b.make("slice", lambda xp, a, index: a[index], vjp=_slice_vjp, shape=_slice_shape,
-                jvp=lambda t, out, x, index: t[0][index],
-                vmap=lambda ax, out, x, index: (to_front(x, ax[0])[(slice(None),) + index], 0))
+
+
+def _sliced(x, index, traced, lead=0):
+    """`x[index]` after `lead` more leading axes, a cut if the slice was (`_cut`)."""
+    if traced is None:
+        return x[(slice(None),) * lead + index]
+    at = index[traced[0]]
+    return _cut(x, traced[0] + lead, at.start, at.stop, b.resolve(None))
+
+
+_SLICE = b.make("slice", lambda xp, a, index, traced=None: a[index], vjp=_slice_vjp,
+                shape=_slice_shape,
+                jvp=lambda t, out, x, index, traced=None: _sliced(t[0], index, traced),
+                vmap=lambda ax, out, x, index, traced=None: (
+                    _sliced(to_front(x, ax[0]), index, traced, 1), 0))
 
 
 def reshape(a, /, shape, *, stream=None):
@@ -333,13 +392,7 @@ def split(a, /, indices_or_sections, axis=0, *, stream=None):
         bounds = [0] + [min(max(int(i) + (n if i < 0 else 0), 0), n)
                         for i in indices_or_sections] + [n]
     st = b.resolve(stream)
-    out = []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        hi = max(hi, lo)
-        index = (slice(None),) * ax + (slice(lo, hi),)
-        shape = a._shape[:ax] + (hi - lo,) + a._shape[ax + 1:]
-        out.append(b.node(_SLICE, (a,), shape, a._dtype, {"index": index}, st))
-    return out
+    return [_cut(a, ax, lo, max(hi, lo), st) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def broadcast_arrays(*arrays, stream=None):
