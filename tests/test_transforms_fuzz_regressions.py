@@ -76,3 +76,23 @@ def test_forward_programs_are_traced_once_whatever_they_broadcast():
     for shape in [(1, 3), (2, 3), (2, 1)]:
         f(mx.ones(shape), mx.ones((2, 3)))
     assert len(traced) == 1
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: mx.take_along_axis(x, mx.stop_gradient(mx.argmax(x, -1, keepdims=True)), -1),
+    lambda x: mx.take_along_axis(x, mx.zeros((1, 2), mx.int32), 1),
+])
+def test_shapeless_gradient_of_take_along_axis_follows_new_shapes(fn):
+    """Its cotangent is scattered through index arrays built for the traced shape: a
+    replay at another shape traces again rather than reuse them."""
+    _follows(fn, [(1, 3), (3, 3), (2, 4), (1, 3)])
+
+
+def test_shapeless_jvp_of_scatter_into_an_array_without_tangent():
+    def f(x, v):
+        return mx.jvp(lambda v: mx.stop_gradient(x).at[mx.array([0])].add(v), [v],
+                      [mx.ones_like(v)])[1][0]
+    compiled = mx.compile(f, shapeless=True)
+    for n in (3, 5, 2):
+        x, v = mx.arange(n, dtype=mx.float32), mx.array([2.0])
+        assert compiled(x, v).tolist() == f(x, v).tolist() == [1.0] + [0.0] * (n - 1)

@@ -8,7 +8,7 @@ import numpy as np
 from . import build as b
 from . import dims
 from .build import dt
-from .rules import along_axes, to_front, via
+from .rules import along_axes, shape_guard, to_front, via, zeros_for
 
 
 def _ints(value, op, what):
@@ -104,7 +104,7 @@ def _pad_vjp(c, out, x, value, widths, mode):
                                           for n, (lo, _) in zip(x._shape, widths))].sum())
     from .creation import zeros
     from .indexing import _scatter_add
-    g = c
+    g = shape_guard(c)  # the reads below are the traced shape's
     for ax, (n, w) in enumerate(zip(x._shape, widths)):
         reads = np.pad(np.arange(n), w, mode=mode)
         shape = g._shape[:ax] + (n,) + g._shape[ax + 1:]
@@ -113,8 +113,7 @@ def _pad_vjp(c, out, x, value, widths, mode):
 
 
 def _pad_jvp(t, out, x, value, widths, mode):
-    from .creation import zeros
-    tx = t[0] if t[0] is not None else zeros(x._shape, out._dtype)
+    tx = t[0] if t[0] is not None else zeros_for(x, out._dtype)
     tv = t[1] if t[1] is not None and mode == "constant" else 0
     return pad(tx, widths, mode, tv)
 

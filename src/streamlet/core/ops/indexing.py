@@ -7,7 +7,7 @@ import numpy as np
 
 from . import build as b
 from . import dims
-from .rules import no_index_grad, to_front, zeros_for
+from .rules import no_index_grad, shape_guard, to_front, zeros_for
 
 
 class _Slot:
@@ -263,7 +263,7 @@ def _along_index(indices, shape, axis):
 
 
 def _take_along_vjp(c, out, x, indices, axis, shape):
-    return (lambda: _scatter_add(c, x, _along_index(indices, shape, axis)),
+    return (lambda: _scatter_add(shape_guard(c), x, _along_index(indices, shape, axis)),
             no_index_grad("gather_axis"))
 
 

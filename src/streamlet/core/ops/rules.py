@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from . import build as b
 from .build import dt
-from ..graph import SHAPELESS
+from ..graph import SHAPELESS, NewShapes
 
 
 def conj_if_complex(d):
@@ -56,6 +56,26 @@ def zeros_for(x, dtype):
     shape of `x` when run (a constant would keep the traced shape)."""
     from .creation import full_like, zeros
     return full_like(x, 0, dtype) if SHAPELESS.on else zeros(x._shape, dtype)
+
+
+def shape_guard(x):
+    """`x`, which a rule read a shape from to build constants: under a shapeless trace a
+    node whose replay at another shape raises NewShapes (the function is traced again
+    for it) instead of computing with the traced shape's constants."""
+    if not SHAPELESS.on:
+        return x
+    return b.node(_GUARD, (x,), x._shape, x._dtype, {"traced": x._shape}, b.resolve(None))
+
+
+def _guard_shape(params, shape):
+    if shape != params["traced"]:
+        raise NewShapes
+    return shape, params
+
+
+_GUARD = b.make("shape_guard", lambda xp, x, traced: x, shape=_guard_shape,
+                vjp=lambda c, out, x, traced: (c,), jvp=lambda t, out, x, traced: t[0],
+                vmap=lambda axes, out, x, traced: (shape_guard(x), axes[0]))
 
 
 # -- shape rules (shapeless compile) --------------------------------------------------------
@@ -286,8 +306,7 @@ def via(fn):
 
     def jvp(t, out, /, *xs, **params):
         from ..transforms import jvp as jvp_
-        from .creation import zeros
-        ts = [ti if ti is not None else zeros(x._shape, x._dtype) for ti, x in zip(t, xs)]
+        ts = [ti if ti is not None else zeros_for(x, x._dtype) for ti, x in zip(t, xs)]
         return jvp_(lambda *a: fn(*a, **params), list(xs), ts)[1][0]
 
     def vmap(axes, out, /, *xs, **params):

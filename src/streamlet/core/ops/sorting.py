@@ -8,7 +8,7 @@ import numpy as np
 
 from . import build as b
 from .build import dt
-from .rules import along_axes, same_shape, stop_gradient, via
+from .rules import along_axes, same_shape, stop_gradient, via, zeros_for
 
 
 def _along(a, axis, op, stream):
@@ -26,10 +26,9 @@ def _permuted_vjp(order):
     """The vjp of an op that permutes along `axis` by `order(x, **params)`: the cotangent
     goes back to where each element came from (the permutation cut from the gradient)."""
     def vjp(c, out, x, **params):
-        from .creation import zeros
         from .updates import put_along_axis
         idx = stop_gradient(order(x, **params))
-        return (lambda: put_along_axis(zeros(x._shape, c._dtype), idx, c, params["axis"]),)
+        return (lambda: put_along_axis(zeros_for(x, c._dtype), idx, c, params["axis"]),)
 
     def jvp(t, out, x, **params):
         from .indexing import take_along_axis

@@ -120,9 +120,8 @@ def _scatter_vjp(c, out, a, value, *arrays, index, mode):
 def _scatter_jvp(t, out, a, value, *arrays, index, mode):
     if mode not in ("set", "add", "subtract"):
         raise ValueError(f"[scatter] No jvp rule for scatter with {mode}.")
-    from .creation import zeros
-    ta = t[0] if t[0] is not None else zeros(a._shape, out._dtype)
-    tv = t[1] if t[1] is not None else zeros(value._shape, out._dtype)
+    ta = t[0] if t[0] is not None else rules.zeros_for(a, out._dtype)
+    tv = t[1] if t[1] is not None else rules.zeros_for(value, out._dtype)
     return scatter(ta, fill_index(index, arrays), tv, mode)
 
 
@@ -190,8 +189,8 @@ def _masked_scatter_vjp(c, out, a, mask, value):
         slot = cumsum(m.astype(b.dt.int32), 0, inclusive=False)
         slot = rules.stop_gradient(minimum(slot, value.size - 1))  # unmasked places add zero
         picked = where(m, flatten(c), 0)
-        return reshape(scatter(zeros((value.size,), c._dtype), slot, picked, "add"),
-                       value._shape)
+        into = flatten(rules.zeros_for(rules.shape_guard(value), c._dtype))  # value.size above
+        return reshape(scatter(into, slot, picked, "add"), value._shape)
     return (lambda: where(_full_mask(mask, a), 0, c), _no_mask_grad, dvalue)
 
 
@@ -201,10 +200,9 @@ def _no_mask_grad():
 
 
 def _masked_scatter_jvp(t, out, a, mask, value):
-    from .creation import zeros
     from .elementwise import where
     ta = where(_full_mask(mask, a), 0, t[0]) if t[0] is not None else \
-        zeros(a._shape, out._dtype)
+        rules.zeros_for(a, out._dtype)
     if t[2] is None:
         return ta
     return b.node(_MASKED_SCATTER, (ta, mask, t[2]), a._shape, out._dtype, b.NO_PARAMS,
@@ -356,9 +354,8 @@ def _put_along_vjp(c, out, a, indices, values, axis, shape):
 
 
 def _put_along_jvp(t, out, a, indices, values, axis, shape):
-    from .creation import zeros
-    ta = t[0] if t[0] is not None else zeros(a._shape, out._dtype)
-    tv = t[2] if t[2] is not None else zeros(values._shape, out._dtype)
+    ta = t[0] if t[0] is not None else rules.zeros_for(a, out._dtype)
+    tv = t[2] if t[2] is not None else rules.zeros_for(values, out._dtype)
     return put_along_axis(ta, indices, tv, axis)
 
 
