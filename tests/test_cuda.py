@@ -150,7 +150,8 @@ def test_subnormals_read_as_true(dtype):
     subnormals to zero: casts, conditions and logical ops read the bits."""
     raw = np.array([1, 0, 3], dtype=np.uint32 if dtype == "float32" else np.uint16)
     fns = [lambda t: t.astype(mx.bool_), lambda t: mx.where(t, 1, 2),
-           lambda t: mx.logical_not(t), lambda t: mx.logical_and(t, t)]
+           lambda t: mx.logical_not(t), lambda t: mx.logical_and(t, t),
+           lambda t: mx.any(t[:1]), lambda t: mx.all(t[:1]), lambda t: mx.all(t, axis=0)]
     for fn in fns:
         with mx.stream(mx.cpu):
             want = fn(mx.array(raw).view(getattr(mx, dtype))).tolist()
