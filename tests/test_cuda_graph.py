@@ -198,3 +198,16 @@ def test_a_graphs_buffers_count_as_active_memory_while_it_lives(on_gpu):
     del c
     gc.collect()
     assert mx.get_active_memory() <= before - (4 << 20)  # the graph and the input's slot
+
+
+def test_arguments_the_program_does_not_read_are_left_alone(on_gpu):
+    c = mx.compile(lambda unused, x, scale: (x * 2 + 1, scale))
+    kept = []
+    for v in range(4):
+        unused = mx.full((5,), float(v))
+        x = mx.arange(5, dtype=mx.float32) + v
+        out, s = c(unused, x, mx.array(3.0))
+        assert out.tolist() == (np.arange(5) * 2 + 1 + 2 * v).tolist() and s.item() == 3.0
+        kept.append((v, unused))
+    for v, unused in kept:  # never written by a later call
+        assert unused.tolist() == [float(v)] * 5

@@ -26,7 +26,6 @@ from .cuda import BF16, run_kernel
 CAPTURE = os.environ.get("STREAMLET_CUDA_GRAPHS", "1") != "0"
 
 
-
 class Steps:
     """A stream's state where the program runs step by step: why (the capture's error)."""
 
@@ -80,24 +79,26 @@ class _Slots:
     call's arrays were), and once captured the graph, its results and the memory pool
     its steps allocated from (`held`: reused inside the graph, by nothing else)."""
 
-    __slots__ = ("slots", "graph", "results", "held", "nbytes", "__weakref__")
+    __slots__ = ("slots", "inputs", "graph", "results", "held", "nbytes", "__weakref__")
 
     def __init__(self, program, args):
         used = {r for st in program.steps for r in st.refs}
-        self.slots = [_slot(a) if i < program.n_inputs and i in used else a
-                      for i, a in enumerate(args)]
+        self.inputs = [i for i in range(program.n_inputs) if i in used]
+        self.slots = list(args)  # the constants' values, and the inputs' slots:
+        for i in range(program.n_inputs):
+            self.slots[i] = _slot(args[i]) if i in used else None
         self.graph = self.results = None
         self.held = []
         self.nbytes = 0  # once captured: what the graph's pool holds
 
     def first_run(self, program, args, stream):
-        self._copy_in(program, args, stream)
+        self._copy_in(args, stream)
         return [_copy_out(r, stream) for r in _interpret(program, self.slots)]
 
     def run(self, program, args, stream):
         """The results of a call, through the graph (captured now at the second call);
         a Steps if the capture failed."""
-        self._copy_in(program, args, stream)
+        self._copy_in(args, stream)
         if self.graph is None:
             failed = self._capture(program, stream)
             if failed is not None:
@@ -124,12 +125,10 @@ class _Slots:
         track_memory(self)  # the graph's buffers count as arrays do, while it lives
         return None
 
-    def _copy_in(self, program, args, stream):
+    def _copy_in(self, args, stream):
         slots = self.slots
-        for i in range(program.n_inputs):
+        for i in self.inputs:
             s, a = slots[i], args[i]
-            if s is a:
-                continue
             if type(s) is BF16:
                 s, a = s.bits, a.bits
             if isinstance(a, np.generic):
