@@ -52,6 +52,11 @@ def inherit(node, h):
     failed (that error fails `node`) or passed (nothing to wait for).  Without that, each
     diamond of the graph (a residual `x + f(x)`) doubled the copies of a flag: a token of
     a small transformer carried hundreds of thousands, and reading them took 0.4 s."""
+    if not _unchecked:  # no flag anywhere (inputs' flags are registered before they run)
+        for inp in node.inputs:
+            if inp.error is not None:
+                raise inp.error
+        return
     unread = {}
     with _lock:
         for inp in node.inputs:
