@@ -152,6 +152,8 @@ def weak_scalar_dtype(array_dtype: Dtype, value) -> Dtype:
     if isinstance(value, (bool, np.bool_)):
         return array_dtype
     if isinstance(value, (int, np.integer)):
+        if isinstance(value, int) and not _INT_RANGE[int64][0] <= value <= _INT_RANGE[int64][1]:
+            raise RuntimeError(f"Cannot convert the integer {value} to int64.")  # as MLX
         d = int32 if array_dtype.kind == "b" else array_dtype
         if d.kind in "iu" and not _INT_RANGE[d][0] <= value <= _INT_RANGE[d][1]:
             raise ValueError(f"Converting {value} to {d.name} would result in overflow.")

@@ -369,6 +369,19 @@ for _name, _target in ALIASES.items():
     globals()[_name] = globals()[_target]
 
 
+def _standalone(op):
+    """`op` with each operand made an array on its own, as MLX's logical ops take them: no
+    weak scalars, so `logical_and(uint8_array, -3)` is true where the array is."""
+    def fn(a, b_, /, *, stream=None):
+        return op(b.as_array(a, op.__name__), b.as_array(b_, op.__name__), stream=stream)
+    b.rename(fn, op.__name__)
+    fn.__doc__, fn.same = op.__doc__, op.same
+    return fn
+
+
+logical_and, logical_or = _standalone(logical_and), _standalone(logical_or)  # noqa: F821
+
+
 def round(a, /, decimals=0, *, stream=None):
     """Round to `decimals` places, halves to even: `mx.round(mx.array([0.5, 1.5]))` is [0, 2]."""
     a = b.as_array(a, "round")

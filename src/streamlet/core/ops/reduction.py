@@ -197,8 +197,8 @@ REDUCTIONS = {
             _bool, True, _no_vjp, _no_jvp),
     "mean": (_mean, dt.to_inexact, True, _mean_vjp, _mean_jvp),
     "logsumexp": (lambda xp, a, axis, keepdims, dtype: _logsumexp(xp, a.astype(dtype), axis,
-                                                                 keepdims), dt.to_inexact, True,
-                  _logsumexp_vjp, None),
+                                                                 keepdims), dt.to_inexact, None,
+                  _logsumexp_vjp, None),  # None: no empty array at all, as MLX
 }
 
 
@@ -218,7 +218,9 @@ def _kernel(fn):
 def _prepare(a, axis, op, empty_ok):
     a = b.as_array(a, op)
     axes = b.normalize_axes(axis, a.ndim, op)
-    if not empty_ok:
+    if empty_ok is None and 0 in a._shape:
+        raise ValueError(f"[{op}] Received empty array.")
+    if empty_ok is False:
         for ax in axes:
             if a._shape[ax] == 0:
                 raise ValueError(f"[{op}] Cannot {op} reduce over axis {ax} with size 0.")

@@ -16,14 +16,18 @@ def _same(d):
     return d
 
 
+# the exclusive scans' first values, as MLX's: a complex infinity in both parts, and
+# bfloat16 (NumPy kind "V") as the other floats
+_EXTREMES = {"f": (-np.inf, np.inf), "V": (-np.inf, np.inf), "b": (False, True),
+             "c": (complex(-np.inf, -np.inf), complex(np.inf, np.inf))}
+
+
 def _lowest(xp, dtype):
-    return -np.inf if dtype.kind in "fc" else (False if dtype.kind == "b" else
-                                               np.iinfo(dtype).min)
+    return _EXTREMES[dtype.kind][0] if dtype.kind in _EXTREMES else np.iinfo(dtype).min
 
 
 def _highest(xp, dtype):
-    return np.inf if dtype.kind in "fc" else (True if dtype.kind == "b" else
-                                              np.iinfo(dtype).max)
+    return _EXTREMES[dtype.kind][1] if dtype.kind in _EXTREMES else np.iinfo(dtype).max
 
 
 def _accumulate(xp, name, a, axis):

@@ -138,11 +138,26 @@ def scatter(a, index, value, mode, *, stream=None):
 
 def _update(a, index, value, mode, op, stream):
     a = b.as_array(a, op)
+    if index is None or index is Ellipsis:
+        return _whole(a, index, value, mode, op, stream)
     template, arrays, target = parse_index(a, index, op)
     value = b.as_array(value, op) if not b.is_scalar(value) else b.const(value, a._dtype)
     _fits(value._shape, target, op)
     return b.node(_SCATTER, (a, value, *arrays), a._shape, a._dtype,
                   {"index": template, "mode": mode}, b.resolve(stream))
+
+
+def _whole(a, index, value, mode, op, stream):
+    """A bare None or Ellipsis index: MLX scatters nothing but takes `value` broadcast to
+    `a`'s shape (Ellipsis first drops its leading 1s), or `a` combined with it by the op,
+    in that result's own dtype: `a[...] = 2.5` makes an int32 `a` float32."""
+    from . import elementwise
+    from .shape import broadcast_to, reshape
+    v = b.promote_pair(a, value, op)[1]
+    if index is Ellipsis:
+        v = reshape(v, _fits(v._shape, a._shape, op), stream=stream)
+    v = broadcast_to(v, a._shape, stream=stream)
+    return v if mode == "set" else getattr(elementwise, mode)(a, v, stream=stream)
 
 
 def _mask_of(index):
@@ -325,6 +340,8 @@ class ArrayAt:
         from .creation import _cast
         from .elementwise import reciprocal
         self._check(value)
+        if self._index is None or self._index is Ellipsis:
+            return _update(self._a, self._index, value, "divide", "at", None)
         return self._apply(_cast(reciprocal(value), self._a._dtype), "multiply")
 
     def minimum(self, value):
