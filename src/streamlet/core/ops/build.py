@@ -220,6 +220,15 @@ def multi(prim, inputs, outs, params, state) -> tuple:
                  for i, (shape, d) in enumerate(outs))
 
 
+def truth(xp, a):
+    """`a` read as bool (a condition, all/any): on a GPU a float is tested by its bits,
+    since CuPy's kernels flush subnormals to zero where NumPy and MLX read them as true."""
+    if xp.__name__ == "numpy" or a.dtype.kind != "f":
+        return a
+    mask = (1 << (8 * a.itemsize - 1)) - 1
+    return (a.view(f"u{a.itemsize}") & mask) != 0
+
+
 def cast(x, npdtype):
     """`x` in the dtype a kernel computes in (no copy when it already is)."""
     return x if x.dtype == npdtype else x.astype(npdtype)

@@ -165,7 +165,8 @@ UNARY = {
     "isnan": (_isnan, _bool, "", rules.ZERO),
     "isinf": (_isinf, _bool, "", rules.ZERO),
     "isfinite": (_isfinite, _bool, "", rules.ZERO),
-    "logical_not": (lambda xp, a: a == 0 if a.dtype.kind == "c" else xp.logical_not(a), _bool,
+    "logical_not": (lambda xp, a: a == 0 if a.dtype.kind == "c" else
+                    xp.logical_not(b.truth(xp, a)), _bool,
                     "", rules.ZERO),
     "bitwise_invert": (_invert, _same, INTEGRAL, rules.ZERO),
     "arcsin": (lambda xp, a: xp.arcsin(a), dt.to_inexact, "", lambda m, x, y: m.rsqrt(1 - m.square(x))),
@@ -213,7 +214,7 @@ def _subtract(xp, x, y):
 
 
 def _logical(fn):
-    return lambda xp, x, y: fn(xp, x.astype(bool), y.astype(bool))
+    return lambda xp, x, y: fn(xp, b.truth(xp, x).astype(bool), b.truth(xp, y).astype(bool))
 
 
 def _logaddexp(xp, x, y):
@@ -394,7 +395,7 @@ _ROUND = b.make("round", _round, vmap=rules.elementwise_vmap, shape=rules.broadc
 
 
 def _where(xp, c, x, y, dtype):
-    return xp.where(c.astype(bool), b.cast(x, dtype), b.cast(y, dtype))
+    return xp.where(b.truth(xp, c), b.cast(x, dtype), b.cast(y, dtype))
 
 
 def _where_vjp(c, out, cond, x, y, dtype):

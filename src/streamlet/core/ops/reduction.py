@@ -171,15 +171,6 @@ def _no_jvp(t, out, x, **params):
     return zero_tangent(t, out)
 
 
-def _truth(xp, a):
-    """`a` as all/any read it: on a GPU a float is tested by its bits, since CuPy's kernels
-    flush subnormals to zero where NumPy and MLX read them as true."""
-    if xp.__name__ == "numpy" or a.dtype.kind != "f":
-        return a
-    mask = (1 << (8 * a.itemsize - 1)) - 1
-    return (a.view(f"u{a.itemsize}") & mask) != 0
-
-
 # name: (kernel(xp, a, axis, keepdims, **extra), output dtype rule, empty allowed, vjp, jvp)
 # (a rule left None is derived: jvp from vjp by the transform)
 REDUCTIONS = {
@@ -191,9 +182,9 @@ REDUCTIONS = {
             _extreme_vjp, None),
     "min": (lambda xp, a, axis, keepdims, dtype: xp.min(a, axis, keepdims=keepdims), _same, False,
             _extreme_vjp, None),
-    "all": (lambda xp, a, axis, keepdims, dtype: xp.all(_truth(xp, a), axis, keepdims=keepdims),
+    "all": (lambda xp, a, axis, keepdims, dtype: xp.all(b.truth(xp, a), axis, keepdims=keepdims),
             _bool, True, _no_vjp, _no_jvp),
-    "any": (lambda xp, a, axis, keepdims, dtype: xp.any(_truth(xp, a), axis, keepdims=keepdims),
+    "any": (lambda xp, a, axis, keepdims, dtype: xp.any(b.truth(xp, a), axis, keepdims=keepdims),
             _bool, True, _no_vjp, _no_jvp),
     "mean": (_mean, dt.to_inexact, True, _mean_vjp, _mean_jvp),
     "logsumexp": (lambda xp, a, axis, keepdims, dtype: _logsumexp(xp, a.astype(dtype), axis,
