@@ -587,3 +587,13 @@ def test_numpy_scalar_operands(mlx):
     assert (mlx.array([1, 2], mlx.int8) * np.float32(0.5)).tolist() == [0, 0]
     with pytest.raises(ValueError, match="200 to int8"):
         mx.array([1, 2], mx.int8) + np.uint8(200)
+
+
+def test_numpy_array_operands_promote(mlx):
+    """A NumPy array operand is the array mx.array makes of it, promoted with the other
+    (MLX casts it to the other's dtype: the products below are 0 there)."""
+    i = mx.array([1, 2], mx.int8) * np.array([0.5, 0.5], np.float32)
+    assert i.dtype == mx.float32 and i.tolist() == [0.5, 1.0]
+    assert (mlx.array([1, 2], mlx.int8) * np.array([0.5, 0.5], np.float32)).tolist() == [0, 0]
+    assert (mx.array([1, 2, 3], mx.int32) + np.arange(3)).dtype == mx.int64
+    assert (mx.array([1.0], mx.float16) + np.array([1.5])).dtype == mx.float32
