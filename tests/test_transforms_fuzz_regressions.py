@@ -96,3 +96,20 @@ def test_shapeless_jvp_of_scatter_into_an_array_without_tangent():
     for n in (3, 5, 2):
         x, v = mx.arange(n, dtype=mx.float32), mx.array([2.0])
         assert compiled(x, v).tolist() == f(x, v).tolist() == [1.0] + [0.0] * (n - 1)
+
+
+SHAPELESS_NOW = [lambda x: mx.tile(x, (2, 1)), lambda x: mx.tile(x, 3),
+                 lambda x: mx.pad(x, ((1, 0), (0, 2))), lambda x: mx.pad(x, 1, mode="edge"),
+                 lambda x: mx.roll(x, 1, axis=0), lambda x: mx.roll(x, -2)]
+
+
+@pytest.mark.parametrize("fn", SHAPELESS_NOW, ids=["tile", "tile-int", "pad", "pad-edge",
+                                                   "roll", "roll-flat"])
+def test_tile_pad_and_roll_compile_shapeless(fn):
+    """Their shapes follow the input's; their gradients trace again where they read a
+    shape (tile's split, pad's bounds)."""
+    compiled = mx.compile(fn, shapeless=True)
+    for shape in [(3, 4), (5, 2), (3, 4)]:
+        x = mx.array(RNG.standard_normal(shape).astype(np.float32))
+        np.testing.assert_array_equal(np.array(compiled(x)), np.array(fn(x)))
+    _follows(fn, [(3, 4), (5, 2), (2, 3)])

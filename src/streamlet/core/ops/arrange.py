@@ -8,7 +8,7 @@ import numpy as np
 from . import build as b
 from . import dims
 from .build import dt
-from .rules import along_axes, shape_guard, to_front, via, zeros_for
+from .rules import along_axes, same_shape, shape_guard, to_front, via, zeros_for
 
 
 def _ints(value, op, what):
@@ -22,6 +22,7 @@ def _tile_vjp(c, out, x, reps):
     """The cotangent summed over the copies: each axis split into (reps, size)."""
     from .reduction import sum as sum_
     from .shape import reshape
+    c = shape_guard(c)  # the split below is the traced shape's
     size = (1,) * (len(reps) - x.ndim) + x._shape
     split = tuple(n for pair in zip(reps, size) for n in pair)
     summed = sum_(reshape(c, split), tuple(range(0, 2 * len(reps), 2)))
@@ -37,8 +38,15 @@ def _tile_vmap(axes, out, x, reps):
     return tile(x, (1,) + reps), 0
 
 
+def _tile_shape(params, shape):
+    reps = params["reps"]
+    shape = (1,) * (len(reps) - len(shape)) + tuple(shape)
+    return tuple(n * r for n, r in zip(shape, reps)), params
+
+
 _TILE = b.make("tile", lambda xp, a, reps: xp.tile(a, reps), vjp=_tile_vjp,
-               jvp=lambda t, out, x, reps: tile(t[0], reps), vmap=_tile_vmap)
+               jvp=lambda t, out, x, reps: tile(t[0], reps), vmap=_tile_vmap,
+               shape=_tile_shape)
 
 
 def tile(a, reps, /, *, stream=None):
@@ -98,13 +106,14 @@ def _pad(xp, a, value, widths, mode):
 def _pad_vjp(c, out, x, value, widths, mode):
     """Constant: the interior of the cotangent.  Other modes read input elements more than
     once: each axis's reads (np.pad of the positions) are added back, axis by axis."""
+    c = shape_guard(c)  # the bounds and reads below are the traced shape's
     if mode == "constant":
         return (c[tuple(slice(lo, lo + n) for n, (lo, _) in zip(x._shape, widths))],
                 lambda: c.sum() - c[tuple(slice(lo, lo + n)
                                           for n, (lo, _) in zip(x._shape, widths))].sum())
     from .creation import zeros
     from .indexing import _scatter_add
-    g = shape_guard(c)  # the reads below are the traced shape's
+    g = c
     for ax, (n, w) in enumerate(zip(x._shape, widths)):
         reads = np.pad(np.arange(n), w, mode=mode)
         shape = g._shape[:ax] + (n,) + g._shape[ax + 1:]
@@ -124,7 +133,11 @@ def _pad_vmap(axes, out, x, value, widths, mode):
     return pad(to_front(x, axes[0]), ((0, 0),) + widths, mode, value), 0
 
 
-_PAD = b.make("pad", _pad, vjp=_pad_vjp, jvp=_pad_jvp, vmap=_pad_vmap)
+def _pad_shape(params, shape, value_shape):
+    return tuple(n + lo + hi for n, (lo, hi) in zip(shape, params["widths"])), params
+
+
+_PAD = b.make("pad", _pad, vjp=_pad_vjp, jvp=_pad_jvp, vmap=_pad_vmap, shape=_pad_shape)
 _PAD_MODES = ("constant", "edge", "reflect", "symmetric")
 
 
@@ -181,7 +194,8 @@ def _roll_vmap(axes, out, x, shift, axis):
 
 
 _ROLL = b.make("roll", lambda xp, a, shift, axis: xp.roll(a, shift, axis), vjp=_roll_vjp,
-               jvp=lambda t, out, x, shift, axis: roll(t[0], shift, axis), vmap=_roll_vmap)
+               jvp=lambda t, out, x, shift, axis: roll(t[0], shift, axis), vmap=_roll_vmap,
+               shape=same_shape)
 
 
 def roll(a, shift, axis=None, *, stream=None):
