@@ -113,3 +113,18 @@ def test_tile_pad_and_roll_compile_shapeless(fn):
         x = mx.array(RNG.standard_normal(shape).astype(np.float32))
         np.testing.assert_array_equal(np.array(compiled(x)), np.array(fn(x)))
     _follows(fn, [(3, 4), (5, 2), (2, 3)])
+
+
+@pytest.mark.parametrize("fn", [lambda x: mx.sort(x, axis=-1) * mx.arange(1, 1 + x.shape[-1]),
+                                lambda x: mx.sort(x, axis=0)[:1],
+                                lambda x: mx.put_along_axis(x, mx.zeros((1, 1), mx.int32),
+                                                            mx.array(7.0), axis=0)],
+                         ids=["sort", "sort-axis0", "put_along_axis"])
+def test_sort_and_put_along_axis_compile_shapeless(fn):
+    """put_along_axis (and through it sort's gradient) has a shape rule: its broadcast
+    shape is worked out anew at each call's shapes."""
+    compiled = mx.compile(fn, shapeless=True)
+    for shape in [(3, 4), (5, 4), (3, 4)]:
+        x = mx.array(RNG.standard_normal(shape).astype(np.float32))
+        np.testing.assert_array_equal(np.array(compiled(x)), np.array(fn(x)))
+    _follows(fn, [(3, 4), (5, 4), (2, 4)])

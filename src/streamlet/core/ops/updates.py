@@ -376,8 +376,18 @@ def _put_along_jvp(t, out, a, indices, values, axis, shape):
     return put_along_axis(ta, indices, tv, axis)
 
 
+def _put_along_shape(params, shape, index_shape, values_shape):
+    """`a`'s shape; the shape the indices broadcast to (`params["shape"]`) anew."""
+    ax = params["axis"]
+    along = b.broadcast_shapes(shape[:ax] + (index_shape[ax],) + shape[ax + 1:], index_shape,
+                               op="put_along_axis")
+    _fits(values_shape, along, "put_along_axis")
+    return shape, dict(params, shape=along)
+
+
 _PUT_ALONG = b.make("put_along_axis", _put_along, vjp=_put_along_vjp, jvp=_put_along_jvp,
-                    bounds=lambda a, i, values, axis, shape: [(i, a.shape[axis])])
+                    bounds=lambda a, i, values, axis, shape: [(i, a.shape[axis])],
+                    shape=_put_along_shape)
 
 
 def put_along_axis(a, /, indices, values, axis=None, *, stream=None):
