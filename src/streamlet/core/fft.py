@@ -106,6 +106,8 @@ def _build(a, s, axes, norm, kind, op, stream):
     for n in s:
         if n <= 0:
             raise ValueError(f"[fftn] Invalid FFT output size requested ({n})")
+    if not axes:
+        return a  # no axes to transform: MLX hands the input back, dtype and all
     shape = list(a._shape)
     for x, n in zip(axes, s):
         shape[x] = n
@@ -205,6 +207,8 @@ def _shift_op(inverse, name):
             axes = (axes,)
         axes = tuple(range(a.ndim)) if axes is None else \
             tuple(b.normalize_axis(x, a.ndim, name) for x in axes)
+        if not axes:
+            return a  # nothing to roll (a 0-d array, or axes=[])
         return b.node(_SHIFT, (a,), a._shape, a._dtype, {"axes": axes, "inverse": inverse},
                       b.resolve(stream))
     b.rename(op, name)

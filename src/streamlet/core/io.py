@@ -172,7 +172,7 @@ def _read_npy(xp, file, offset, descr, fortran, shape, close):
         data = data.view(dt.bfloat16.np)
     elif not descr.isnative:
         data = data.astype(descr.newbyteorder("="))
-    return np.ascontiguousarray(data)
+    return np.asarray(data, order="C")  # ascontiguousarray would make a 0-d array 1-d
 
 
 def _unreadable(xp, message):

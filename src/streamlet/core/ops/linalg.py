@@ -854,6 +854,15 @@ def _norm_axes(a, ord, axis, op):
     return norm_axes
 
 
+def _norm_result(dtype, ord, axes):
+    """float32 for integers; complex input keeps complex64 (as MLX) unless the norm is a
+    2-norm of a vector, Frobenius or nuclear."""
+    if dtype.kind != "c":
+        return dt.float32 if dtype.kind in "biu" else dtype
+    real = ord in (None, "fro", "nuc") or (ord == 2 and len(axes) == 1)
+    return dt.float32 if real else dtype
+
+
 def norm(a, /, ord=None, axis=None, keepdims=False, *, stream=None):
     """Vector or matrix norm with NumPy's `ord` meanings; integers give float32."""
     op = "linalg::norm"
@@ -865,7 +874,7 @@ def norm(a, /, ord=None, axis=None, keepdims=False, *, stream=None):
     if axes is not None and len(axes) == 2 and ord in (2, -2, "nuc"):
         _cpu_only(st, "linalg::svd")
         _matrix(a, "linalg::svd", _REAL_OR_COMPLEX)
-    out = dt.float32 if a._dtype.kind in "biuc" else a._dtype
+    out = _norm_result(a._dtype, ord, axes)
     compute = a._dtype if a._dtype in _REAL_OR_COMPLEX else dt.float32
     red = tuple(range(a.ndim)) if axes is None else axes
     shape = tuple(1 if i in red else n for i, n in enumerate(a._shape)) if keepdims else \
