@@ -287,7 +287,9 @@ def tanh(x):
 
 
 class _Activation(Module):
-    """A module that applies ``_fn`` with the constructor's arguments (``_args``: name, default)."""
+    """A module that applies ``_fn`` with the constructor's arguments (``_args``: name,
+    default, attribute).  An attribute named with ``_`` keeps an array argument out of the
+    parameters, as MLX does for ``LeakyReLU``, ``ELU`` and ``CELU``."""
 
     _fn = None
     _args = ()
@@ -296,18 +298,19 @@ class _Activation(Module):
         super().__init__()
         bound = self.__signature__.bind(*args, **kwargs)
         bound.apply_defaults()
-        for name, value in bound.arguments.items():
-            setattr(self, name, value)
+        for name, _, attribute in self._args:
+            setattr(self, attribute, bound.arguments[name])
 
     def __call__(self, x):
-        return type(self)._fn(x, *(getattr(self, name) for name, _ in self._args))
+        return type(self)._fn(x, *(getattr(self, attribute) for _, _, attribute in self._args))
 
 
 def _activation(name, fn, *args, out="(2, 4)"):
-    """The Module class ``name`` applying ``fn``; ``args`` are its (name, default) arguments;
-    ``out`` is the result's shape for an input of shape (2, 4) (for the docstring)."""
+    """The Module class ``name`` applying ``fn``; ``args`` are its (name, default[, attribute])
+    arguments; ``out`` is the result's shape for an input of shape (2, 4) (for the docstring)."""
+    args = tuple((a[0], a[1], a[2] if len(a) > 2 else a[0]) for a in args)
     params = [inspect.Parameter(a, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d)
-              for a, d in args]
+              for a, d, _ in args]
     doc = (f"Applies :func:`{fn.__name__}` (see it for the formula).\n\n"
            f"    >>> nn.{name}()(mx.zeros((2, 4))).shape\n    {out}\n    ")
     return type(name, (_Activation,), {"_fn": staticmethod(fn), "_args": args, "__doc__": doc,
@@ -320,13 +323,13 @@ Mish = _activation("Mish", mish)
 ReLU = _activation("ReLU", relu)
 ReLU2 = _activation("ReLU2", relu2)
 ReLU6 = _activation("ReLU6", relu6)
-LeakyReLU = _activation("LeakyReLU", leaky_relu, ("negative_slope", 1e-2))
-ELU = _activation("ELU", elu, ("alpha", 1.0))
+LeakyReLU = _activation("LeakyReLU", leaky_relu, ("negative_slope", 1e-2, "_negative_slope"))
+ELU = _activation("ELU", elu, ("alpha", 1.0, "_alpha"))
 Softmax = _activation("Softmax", softmax)
 Softplus = _activation("Softplus", softplus)
 Softsign = _activation("Softsign", softsign)
 Softshrink = _activation("Softshrink", softshrink, ("lambd", 0.5))
-CELU = _activation("CELU", celu, ("alpha", 1.0))
+CELU = _activation("CELU", celu, ("alpha", 1.0, "_alpha"))
 SiLU = _activation("SiLU", silu)
 LogSoftmax = _activation("LogSoftmax", log_softmax)
 LogSigmoid = _activation("LogSigmoid", log_sigmoid)
