@@ -283,6 +283,8 @@ def test_bad_input_raises_as_mlx_naming_the_function(mutation):
             theirs_type = type(ours) if ours is not None else None
         if mutation == "stream of another thread" and full in NO_OP_HERE and ours is None:
             continue
+        if mutation == "stream destroyed by clear_streams" and full == "synchronize":
+            continue  # deliberately stricter than MLX: STRICTER below checks it
         if theirs_type is None:
             if ours is not None:
                 problems.append(f"{full}: mlx accepts it, streamlet raised {ours!r}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import operator
 import os
 import platform
 import threading
@@ -56,8 +57,14 @@ class Device:
     def __init__(self, type: DeviceType, index: int = 0):
         if not isinstance(type, DeviceType):
             raise TypeError(f"[Device] Expected a DeviceType, got {type!r}.")
+        try:  # an integer (MLX's `int`): not a float, nor a string of digits
+            index = int(operator.index(index))
+            if not -(1 << 31) <= index < 1 << 31:  # a C int in MLX
+                raise TypeError
+        except TypeError:
+            raise TypeError(f"[Device] Expected an integer index, got {index!r}.") from None
         object.__setattr__(self, "type", type)
-        object.__setattr__(self, "index", int(index))
+        object.__setattr__(self, "index", index)
 
     def __setattr__(self, name, value):
         raise AttributeError("Device is immutable")

@@ -11,6 +11,7 @@ is CuPy's memory pool where one is in use.
 """
 from __future__ import annotations
 
+import operator
 import os
 import sys
 import threading
@@ -129,8 +130,15 @@ _limits = {"memory_limit": int(0.8 * _physical_memory()), "cache_limit": None,
 
 
 def _set(name, limit, op) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise TypeError(f"{op}(): limit must be a non-negative int, got {limit!r}.")
+    # MLX takes a size_t: any integer (bool, NumPy integer, integer scalar array too,
+    # through __index__) in [0, 2**64), and TypeError for anything else
+    try:
+        value = int(operator.index(limit))
+    except TypeError:
+        value = -1
+    if not 0 <= value < 1 << 64:
+        raise TypeError(f"{op}(): limit must be an integer in [0, 2**64), got {limit!r}.")
+    limit = value
     with _limits_lock:
         previous = _limits[name]
         if previous is None:  # the cache limit defaults to the memory limit

@@ -69,6 +69,11 @@ class Stream:
     def __repr__(self):
         return f"Stream({self.device}, {self.index})"
 
+    def __reduce__(self):
+        # a stream belongs to this process (and, when affine, to a thread): MLX refuses
+        # to pickle or copy one with TypeError, and so does streamlet
+        raise TypeError("cannot pickle 'Stream' object")
+
 
 class ThreadLocalStream:
     """One handle naming a distinct stream in every thread that uses it.
@@ -105,6 +110,9 @@ class ThreadLocalStream:
 
     def __repr__(self):
         return f"ThreadLocalStream({self.device}, {self.index})"
+
+    def __reduce__(self):  # as Stream (and MLX): not picklable, not copyable
+        raise TypeError("cannot pickle 'ThreadLocalStream' object")
 
 
 class _ThreadState(threading.local):
@@ -397,7 +405,7 @@ class StreamContext:
         s (Stream, ThreadLocalStream, Device or DeviceType): what to use.
 
     Raises:
-        TypeError: if `s` is None.
+        TypeError: if `s` is None or of another type.
 
     >>> with mx.StreamContext(mx.cpu):
     ...     mx.default_device()
@@ -405,9 +413,10 @@ class StreamContext:
     """
 
     def __init__(self, s):
-        if s is None:
+        if not isinstance(s, (Stream, ThreadLocalStream, Device, DeviceType)):
+            # refused when made, as MLX does, not only when entered
             raise TypeError("[stream] Expected a Stream, ThreadLocalStream, Device or "
-                            "DeviceType, got None.")
+                            f"DeviceType, got {'None' if s is None else type(s).__name__}.")
         self._target = s
         self._saved = []
 
@@ -475,15 +484,16 @@ def _short(s):
     return f"Stream({s.device.type.name}, {s.index})"
 
 
-def synchronize(s=None) -> None:
-    """Block until all work scheduled on `s` has finished; raise the error of a failed op.
+def synchronize(stream=None) -> None:
+    """Block until all work scheduled on `stream` has finished; raise the error of a failed op.
 
     As in MLX, any thread may synchronize any stream, another thread's
     `new_stream` included: it waits for the work that had been scheduled on it
     (by any thread) when the call began.
 
     Args:
-        s (Stream, ThreadLocalStream, Device, DeviceType or None): the stream.
+        stream (Stream, ThreadLocalStream, Device, DeviceType or None): the
+            stream (the keyword is `stream`, as in MLX).
             A Device means its default stream in this thread, a
             ThreadLocalStream this thread's stream for it, None the default
             stream of the default device.
@@ -492,9 +502,9 @@ def synchronize(s=None) -> None:
         RuntimeError: with the message of the first operation that failed on
             the stream and that nobody has been told of yet (an `eval` that
             raised it counts as telling); each failure is reported once, and
-            the stream stays usable. Also if `s` was destroyed by
+            the stream stays usable. Also if `stream` was destroyed by
             `clear_streams`.
-        TypeError: if `s` is of another type.
+        TypeError: if `stream` is of another type.
 
     >>> s = mx.new_stream(mx.cpu)
     >>> x = mx.linalg.inv(mx.zeros((2, 2)), stream=s)
@@ -504,7 +514,7 @@ def synchronize(s=None) -> None:
     RuntimeError: [linalg.inv] The matrix is singular...
     >>> mx.synchronize(s)  # reported once; the stream stays usable
     """
-    st = resolve(None if s is None else _concrete(s, "synchronize"))
+    st = resolve(None if stream is None else _concrete(stream, "synchronize"))
     if st.closed:
         raise RuntimeError(f"{st.stream} was destroyed by clear_streams().")
     if st.completed != st.issued:
