@@ -27,12 +27,16 @@ class _Result(ctypes.Structure):
                 ("reserved", ctypes.c_int * 4)]
 
 
+def loaded(name):
+    """The shared library `name` ("libcublas.so") as this process loaded it (CuPy's)."""
+    with open("/proc/self/maps") as f:
+        paths = sorted({line.split()[-1] for line in f if f"/{name}" in line})
+    return ctypes.CDLL(paths[0])
+
+
 class _Lib:
     def __init__(self):
-        with open("/proc/self/maps") as f:  # the libcublasLt CuPy's libcublas loaded
-            paths = sorted({line.split()[-1] for line in f if "/libcublasLt.so" in line})
-        lib = ctypes.CDLL(paths[0])
-        self.lib = lib
+        lib = self.lib = loaded("libcublasLt.so")  # loaded with CuPy's libcublas
         self.call("cublasLtCreate", ctypes.byref(handle := _P()))
         self.handle = handle
         mm = lib.cublasLtMatmul

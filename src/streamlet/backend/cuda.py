@@ -66,6 +66,7 @@ import numpy as np
 from cupy.cuda import runtime
 
 from ..core.memory import TRACK_BYTES, apply_cache_limit, track as track_memory
+from ..core.ops.build import truth
 from ..core.scheduler import StreamError, failure, report
 from . import cuda_checks as checks
 from . import cuda_fuse as fuse
@@ -639,20 +640,11 @@ _X86_ASTYPE = cp.ElementwiseKernel(
 
 def astype_x86(xp, x, dtype):
     """astype where it is not fused: float -> int as the CPU converts (fuse.X86_CASTS),
-    float -> bool by the bits (`truth`)."""
+    float -> bool by the bits (`build.truth`)."""
     dtype = np.dtype(dtype)
     if dtype == np.bool_ and x.dtype.kind == "f":
-        return truth(x)
+        return truth(cp, x)
     if x.dtype.kind != "f" or not fuse.x86_cast("float", CTYPE.get(dtype)):
         return x.astype(dtype)
     return _X86_ASTYPE(x, cp.empty(x.shape, dtype))
 
-
-_SIGNLESS = {2: (cp.uint16, 0x7FFF), 4: (cp.uint32, 0x7FFFFFFF), 8: (cp.uint64, (1 << 63) - 1)}
-
-
-def truth(x):
-    """`x != 0` for a float array, read from its bits: CuPy builds kernels with
-    -ftz=true, where a subnormal compares equal to zero (NumPy and MLX read it as true)."""
-    ty, mask = _SIGNLESS[x.itemsize]
-    return (x.view(ty) & ty(mask)) != 0

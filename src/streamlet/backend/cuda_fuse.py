@@ -303,8 +303,8 @@ def source(specs, leaf_types, kinds, const_types, out_types, outputs, vec):
         spec = spec_by_id[s[0]]
         body.append(f"  {spec[3]} v{p} = {expression(spec, [_operand(r) for r in s[1:]])};")
     body += [f"  o{i} = v{p};" for i, p in enumerate(outputs)]
-    lines = [X86_CASTS, TRUTH, f"__device__ __forceinline__ void body({', '.join(fargs)}) {{", *body,
-             "}"]
+    lines = [X86_CASTS, TRUTH,
+             f"__device__ __forceinline__ void body({', '.join(fargs)}) {{", *body, "}"]
     lines.append("template <typename T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };")
     lines.append(f'extern "C" __global__ void k({", ".join(params)}) {{')
     lines += [f"  const {t} c{i} = ({t})r{i};" for i, t in enumerate(const_types)]

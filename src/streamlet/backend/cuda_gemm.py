@@ -15,6 +15,7 @@ captures a CUDA graph (`cuda_graph`), which cuBLAS itself supports.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 
 import cupy as cp
@@ -41,9 +42,7 @@ class _Cublas:
     """The libcublas this process loaded (CuPy's), its three calls used here."""
 
     def __init__(self):
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "/libcublas.so" in line}
-        lib = ctypes.CDLL(sorted(paths)[0])
+        lib = cublaslt.loaded("libcublas.so")
         P, I, L = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
         self.set_stream = self._fn(lib.cublasSetStream_v2, P, P)
         self.gemm = self._fn(lib.cublasGemmEx, P, I, I, I, I, I, P, P, I, I, P, I, I, P, P,
@@ -62,14 +61,10 @@ class _Cublas:
         return call
 
 
-_lib = []
-
-
+@functools.cache
 def _cublas():
-    if not _lib:
-        cp.cuda.device.get_cublas_handle()  # loads libcublas
-        _lib.append(_Cublas())
-    return _lib[0]
+    cp.cuda.device.get_cublas_handle()  # loads libcublas
+    return _Cublas()
 
 
 def gemm(x, y, out_bits):
