@@ -211,3 +211,21 @@ def test_arguments_the_program_does_not_read_are_left_alone(on_gpu):
         kept.append((v, unused))
     for v, unused in kept:  # never written by a later call
         assert unused.tolist() == [float(v)] * 5
+
+
+def test_a_value_no_step_reads_is_not_an_input_of_the_program(on_gpu):
+    # The function replaces a captured input with a traced array it never returns (as an
+    # optimizer's step counter can): the next call's captured input is that leftover,
+    # whose graph ends in the trace's placeholders; nothing may try to evaluate it.
+    state = {"count": mx.array(0.0), "scale": mx.array(2.0)}
+
+    def f(x):
+        state["count"] = state["count"] + 1
+        return x * state["scale"]
+
+    c = mx.compile(f, inputs=state)
+    for v in range(3):
+        state["scale"] = mx.array(float(v + 2))
+        out = c(mx.arange(4, dtype=mx.float32))
+        assert out.tolist() == (np.arange(4) * (v + 2)).tolist()
+        assert _program(out).n_inputs == 2  # x and the scale: not the count

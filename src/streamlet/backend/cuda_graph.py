@@ -82,11 +82,10 @@ class _Slots:
     __slots__ = ("slots", "inputs", "graph", "results", "held", "nbytes", "__weakref__")
 
     def __init__(self, program, args):
-        used = {r for st in program.steps for r in st.refs}
-        self.inputs = [i for i in range(program.n_inputs) if i in used]
+        self.inputs = range(program.n_inputs)
         self.slots = list(args)  # the constants' values, and the inputs' slots:
-        for i in range(program.n_inputs):
-            self.slots[i] = _slot(args[i]) if i in used else None
+        for i in self.inputs:
+            self.slots[i] = _slot(args[i])
         self.graph = self.results = None
         self.held = []
         self.nbytes = 0  # once captured: what the graph's pool holds

@@ -29,19 +29,21 @@ WHOLE = Primitive("compiled_graph", _gpu_only,
 
 
 class Program:
-    """The steps of a traced program on the values `0..n_values-1` (the call's
-    `n_inputs` inputs, then the constants), the values it returns (`results`), when each
-    value is read for the last time (`drops[k]`: values free after step k), and the
-    backend's state per CUDA stream (`native`, under `lock`)."""
+    """The steps of a traced program on the values `0..n_values-1` (the call's values
+    `keep`: first `n_inputs` of its inputs, then constants), the values it returns
+    (`results`; an output -1 - v is the call's value v passed on), when each value is
+    read for the last time (`drops[k]`: values free after step k), and the backend's
+    state per CUDA stream (`native`, under `lock`)."""
 
-    __slots__ = ("steps", "n_inputs", "n_values", "results", "outs", "drops", "where",
-                 "native", "lock")
+    __slots__ = ("steps", "keep", "n_inputs", "n_values", "results", "outs", "drops",
+                 "where", "native", "lock")
 
-    def __init__(self, steps, n_inputs, n_values, outputs):
-        self.steps, self.n_inputs, self.n_values = steps, n_inputs, n_values
-        self.results = tuple(sorted({o for o in outputs if o >= n_values}))
+    def __init__(self, steps, keep, n_inputs, outputs):
+        n_values = len(keep)
+        self.steps, self.keep, self.n_inputs, self.n_values = steps, keep, n_inputs, n_values
+        self.results = tuple(sorted({o for o in outputs if o >= 0}))
         slot = {r: i for i, r in enumerate(self.results)}
-        self.where = tuple(slot.get(o, -1 - o) for o in outputs)  # < 0: a value passed on
+        self.where = tuple(slot.get(o, o) for o in outputs)
         made = {n_values + k: s for k, s in enumerate(steps)}
         self.outs = tuple((made[r].shape, made[r].dtype) for r in self.results)
         last = {}
@@ -58,7 +60,8 @@ class Program:
 
     def call(self, values, state):
         """The outputs of a call whose inputs and constants are the nodes `values`."""
-        box = Node((), self.outs[0][1], WHOLE, tuple(values), {"program": self}, state)
+        box = Node((), self.outs[0][1], WHOLE, tuple([values[i] for i in self.keep]),
+                   {"program": self}, state)
         made = [Node(shape, d, SELECT, (box,), {"index": i}, state)
                 for i, (shape, d) in enumerate(self.outs)]
         return [wrap(made[w] if w >= 0 else values[-1 - w]) for w in self.where]
@@ -76,4 +79,16 @@ def whole(steps, outputs, n_inputs, n_values, dtypes):
         steps, outputs = fused
     if not any(o >= n_values for o in outputs):
         return None
-    return Program(tuple(steps), n_inputs, n_values, outputs)
+    return _reading_only_used(steps, outputs, n_inputs, n_values)
+
+
+def _reading_only_used(steps, outputs, n_inputs, n_values):
+    """The Program with the call's values that no step reads left out of its node: an
+    unused input may be anything, even an array left over from another trace."""
+    keep = sorted({r for s in steps for r in s.refs if r < n_values})
+    where = {v: i for i, v in enumerate(keep)}
+    where.update({n_values + k: len(keep) + k for k in range(len(steps))})
+    steps = tuple(type(s)(s.prim, tuple([where[r] for r in s.refs]), s.shape, s.dtype,
+                          s.params, s.stream) for s in steps)
+    outputs = [where[o] if o >= n_values else -1 - o for o in outputs]
+    return Program(steps, tuple(keep), sum(1 for v in keep if v < n_inputs), outputs)
