@@ -185,7 +185,9 @@ def test_same_numbers_on_the_gpu():
                  lambda s: mx.random.uniform(-1, 3, (77, 3), mx.float16, k, stream=s),
                  lambda s: mx.random.randint(-9, 99, (500,), key=k, stream=s),
                  lambda s: mx.random.categorical(mx.zeros((4, 9)), key=k, stream=s),
-                 lambda s: mx.random.permutation(300, key=k, stream=s)):
+                 lambda s: mx.random.permutation(300, key=k, stream=s),
+                 lambda s: mx.vmap(lambda key: mx.random.normal(  # one kernel, three keys
+                     (1001,), key=key, stream=s))(mx.random.split(k, 3))):
         np.testing.assert_array_equal(np.array(draw(mx.gpu)), np.array(draw(mx.cpu)))
 
 

@@ -38,7 +38,7 @@ _SOURCE = r"""
 __device__ double INVC[16] = {%(invc)s};
 __device__ double LOGC[16] = {%(logc)s};
 __device__ __forceinline__ unsigned int rotl(unsigned int x, int r) {
-  return (x << r) | (x >> (32 - r));
+  return __funnelshift_l(x, x, r);
 }
 __device__ __forceinline__ void threefry(unsigned int k0, unsigned int k1,
                                          unsigned int& x0, unsigned int& x1) {
@@ -102,7 +102,16 @@ __device__ void fill(const unsigned int* keys, T* out, long long n, long long nk
   long long half = n / 2, h = n - half;
   long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= h * nkeys) return;
-  long long kid = t / h, y = t %% h;
+  long long kid = 0, y = t;
+  if (nkeys > 1) {  // 64-bit division costs as much as a quarter of the hash
+    if (h * nkeys <= 0xFFFFFFFFll) {
+      kid = (unsigned int)t / (unsigned int)h;
+      y = (unsigned int)t - (unsigned int)kid * (unsigned int)h;
+    } else {
+      kid = t / h;
+      y = t - kid * h;
+    }
+  }
   unsigned int k0 = keys[2 * kid], k1 = keys[2 * kid + 1];
   T* o = out + kid * n;
   unsigned int x0, x1;
