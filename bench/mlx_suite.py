@@ -3,6 +3,7 @@
     .venv/bin/python bench/mlx_suite.py --tests MLX_REPO/python/tests [--impl streamlet]
         [--files test_ops,test_array] [--device cpu|gpu] [--out results.json]
     .venv/bin/python bench/mlx_suite.py --compare mlx.json streamlet.json
+    .venv/bin/python bench/mlx_suite.py --compare-times mlx_t.json streamlet_t.json
     .venv/bin/python bench/mlx_suite.py --tests ... --files mpi_test_distributed --launch 8
 
 The tests are MLX's (fetch ml-explore/mlx and point --tests at its python/tests); none
@@ -127,10 +128,14 @@ def _merge(runs: list) -> dict:
     return out
 
 
+TIMES: dict = {}  # "file::Class::test" -> seconds, as pytest's report gives them
+
+
 def _parse(xml: Path, stem: str) -> dict:
     out = {}
     for case in ET.parse(xml).getroot().iter("testcase"):
         name = f"{stem}::{case.get('classname', '').split('.')[-1]}::{case.get('name')}"
+        TIMES[name] = max(TIMES.get(name, 0.0), float(case.get("time") or 0.0))
         status = "passed"
         for child in case:
             if child.tag in ("failure", "error"):
@@ -157,6 +162,23 @@ def compare(ref: dict, new: dict) -> str:
     return "\n".join(rows)
 
 
+def compare_times(ref: dict, new: dict, top: int = 15) -> str:
+    """Seconds of the tests timed in both runs, file by file and in all, and the tests
+    whose time exceeds the reference's most."""
+    both = sorted(set(ref) & set(new))
+    rows = ["| file | MLX s | streamlet s | ratio |", "| --- | ---: | ---: | ---: |"]
+    for f in sorted({k.split("::")[0] for k in both}):
+        r = sum(ref[k] for k in both if k.startswith(f + "::"))
+        n = sum(new[k] for k in both if k.startswith(f + "::"))
+        rows.append(f"| {f} | {r:.1f} | {n:.1f} | {n / r if r else float('nan'):.2f} |")
+    r, n = sum(ref[k] for k in both), sum(new[k] for k in both)
+    rows.append(f"| **total** | **{r:.1f}** | **{n:.1f}** | **{n / r:.2f}** |")
+    rows.append("\nmost above MLX's time:")
+    for k in sorted(both, key=lambda k: ref[k] - new[k])[:top]:
+        rows.append(f"{k}\t{ref[k]:.2f} s\t{new[k]:.2f} s")
+    return "\n".join(rows)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tests", type=Path)
@@ -166,11 +188,17 @@ def main():
     p.add_argument("--timeout", type=int, default=120)
     p.add_argument("--jobs", "-j", type=int, default=1, help="test files run at once")
     p.add_argument("--out", type=Path)
+    p.add_argument("--times", type=Path, help="write each test's seconds here (JSON)")
     p.add_argument("--compare", nargs=2, type=Path)
+    p.add_argument("--compare-times", nargs=2, type=Path)
     p.add_argument("--failures", action="store_true", help="with --compare: list regressions")
     p.add_argument("--launch", type=int, default=0, help="run each file as N processes")
     p.add_argument("--stubs", action="store_true", help="stub mlx modules streamlet lacks")
     args = p.parse_args()
+    if args.compare_times:
+        ref, new = (json.loads(x.read_text()) for x in args.compare_times)
+        print(compare_times(ref, new))
+        return
     if args.compare:
         ref, new = (json.loads(x.read_text()) for x in args.compare)
         print(compare(ref, new))
@@ -200,6 +228,8 @@ def main():
         args.out.write_text(text)
     else:
         print(text)
+    if args.times:
+        args.times.write_text(json.dumps(TIMES, indent=1, sort_keys=True))
 
 
 if __name__ == "__main__":
