@@ -47,9 +47,11 @@ device and read when the stream has run that far (`cuda_checks`).
 bfloat16.  CuPy has no bfloat16: such arrays live on the GPU as their uint16
 bit patterns (`BF16`); ops on them compute in float32 and round to nearest even
 back to bfloat16, which is what ml_dtypes does on the CPU, so both devices give
-the same bits.  `__dlpack__` of a bfloat16 GPU array exports the uint16 bits in a capsule
-retyped to DLPack's bfloat16 (`core.capsule`); a CUDA bfloat16 import is retyped to uint16
-for CuPy and held as `BF16` (`core.convert`).
+the same bits; elementwise chains of bfloat16 fuse as others do (the generated kernel
+reads the bits, computes each op in float and rounds its result).  `__dlpack__` of a
+bfloat16 GPU array exports the uint16 bits in a capsule retyped to DLPack's bfloat16
+(`core.capsule`); a CUDA bfloat16 import is retyped to uint16 for CuPy and held as
+`BF16` (`core.convert`).
 
 float32 matmul uses TF32 tensor cores, as MLX's CUDA backend does by default
 (`cuda_gemm`).
@@ -70,13 +72,7 @@ from ..core.ops.build import truth
 from ..core.scheduler import StreamError, failure, report
 from . import cuda_checks as checks
 from . import cuda_fuse as fuse
-from .cuda_fuse import CTYPE, Lazy
-
-try:
-    import ml_dtypes
-    BF16_NP = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # pragma: no cover - ml_dtypes is a dependency of the core
-    BF16_NP = None
+from .cuda_fuse import BF16, BF16_BITS, BF16_NP, CTYPE, FUSE_CTYPE, Lazy
 
 _OOM = cp.cuda.memory.OutOfMemoryError
 _ndarray = cp.ndarray
@@ -105,27 +101,6 @@ def device_info(index: int) -> dict:
             "compute_capability": (p["major"], p["minor"]),
             "multiprocessor_count": p["multiProcessorCount"],
             "cuda_runtime_version": runtime.runtimeGetVersion()}
-
-
-class BF16:
-    """A bfloat16 array on the GPU: its bits as a cupy uint16 array."""
-
-    __slots__ = ("bits", "__weakref__")
-
-    def __init__(self, bits):
-        self.bits = bits
-
-    @property
-    def nbytes(self):
-        return self.bits.nbytes
-
-    def __dlpack__(self, **kwargs):
-        """The bits' capsule retyped to DLPack's bfloat16 (kDLBfloat), which CuPy lacks."""
-        from ..core.capsule import to_bfloat16
-        return to_bfloat16(self.bits.__dlpack__(**kwargs))
-
-    def __dlpack_device__(self):
-        return self.bits.__dlpack_device__()
 
 
 class Handle:
@@ -216,7 +191,7 @@ def run_kernel(prim, params, dtype, dev_args, watch=None):
     return out
 
 
-_FUSABLE_SCALARS = frozenset(d.type for d in CTYPE)  # NumPy scalar types of the C types
+_FUSABLE_SCALARS = frozenset(d.type for d in FUSE_CTYPE)  # NumPy scalar types of the C types
 _fusion_specs: dict = {}  # (primitive, params dtype, last input's, output's) -> spec or None
 
 
@@ -234,10 +209,13 @@ def fusion_spec(prim, compute, last_in, out, n_inputs):
         form, out_np = prim.cform, out.np
         if form.cast:  # float -> int converts from the float (see fuse.X86_CASTS)
             src = last_in.np
-            compute = src if fuse.x86_cast(CTYPE.get(src), CTYPE.get(out_np)) else out_np
+            compute = src if fuse.x86_cast(FUSE_CTYPE.get(src), FUSE_CTYPE.get(out_np)) \
+                else out_np
         elif compute is None:  # inputs already of the dtype the op computes in
             compute = last_in.np
-        compute_t, out_t = CTYPE.get(np.dtype(compute)), CTYPE.get(out_np)
+        compute_t, out_t = FUSE_CTYPE.get(np.dtype(compute)), FUSE_CTYPE.get(out_np)
+        if compute_t == "bf16":  # as ml_dtypes: in float, the result rounded
+            compute_t = "float"
         spec = None
         if fuse.can_fuse(form, compute_t, out_t):
             types = ("bool",) + (compute_t,) * (n_inputs - 1) if form.select else \
@@ -261,18 +239,18 @@ def _defer(node, args, h):
             if a.handle is not h or a.shape != shape or a.epoch != h.epoch or \
                     a.depth >= fuse.MAX_DEPTH:
                 a = _value_of(a, h, inp)
-                if CTYPE.get(a.dtype) is None:
+                if type(a) is not BF16 and CTYPE.get(a.dtype) is None:
                     return None
             elif a.depth > depth:
                 depth = a.depth
-        elif kind is cp.ndarray:
-            if CTYPE.get(a.dtype) is None:
+        elif kind is cp.ndarray or kind is BF16:
+            if kind is cp.ndarray and CTYPE.get(a.dtype) is None:
                 return None
             st = inp.stream
             if st is not None and st.native is not h:
                 a = _from_other_stream(a, st.native, h, h.hold)
         elif kind is np.ndarray:
-            if CTYPE.get(a.dtype) is None:
+            if FUSE_CTYPE.get(a.dtype) is None:
                 return None
             with h.device, h.stream:
                 a = _host_to_device(a, inp, h)
@@ -304,9 +282,7 @@ def _device_arg(a, inp, h, held):
     if kind is cp.ndarray or kind is BF16:
         st = inp.stream
         if st is not None and st.native is not h:
-            bits = a.bits if kind is BF16 else a
-            bits = _from_other_stream(bits, st.native, h, held)
-            return BF16(bits) if kind is BF16 else bits
+            return _from_other_stream(a, st.native, h, held)
         return a
     if isinstance(a, np.generic):
         return np.float32(a) if a.dtype == BF16_NP else a
@@ -321,6 +297,8 @@ def _from_other_stream(a, producer, h, held):
     """`a` made on `producer`'s stream, usable on `h`'s: an event wait, a peer copy if needed."""
     if producer is None or producer is h:
         return a
+    if type(a) is BF16:
+        return BF16(_from_other_stream(a.bits, producer, h, held))
     if producer.index != h.index and not a.flags.c_contiguous:
         with producer.device, producer.stream:
             a = cp.ascontiguousarray(a)
@@ -418,18 +396,18 @@ def _compute(plan, h, retain=False):
         n *= d
     try:
         leaves = [flat_leaf(a, shape) for a in plan.leaves]
-        outs = [_ndarray(shape, r.dtype) for r in roots]
+        outs = [_ndarray(shape, np.uint16 if r.dtype is BF16_NP else r.dtype) for r in roots]
     except _OOM as exc:
         raise out_of_memory(roots[0].spec[1], h, exc) from None
     if n:
-        _launch(plan, leaves, outs, n, h)
+        _launch(plan, leaves, outs, roots, n, h)
         if retain:  # a Lazy computed on demand: its leaves may come from other streams
             _retain(h, leaves)
     for r, o in zip(roots, outs):
-        r.value = o
+        r.value = BF16(o) if r.dtype is BF16_NP else o
         r.args = None
         if o.nbytes >= TRACK_BYTES:
-            track_memory(o)
+            track_memory(r.value)
 
 
 def flat_leaf(a, shape):
@@ -453,26 +431,27 @@ def _is_row(leaf, shape):
 _launches: dict = {}  # everything about a kernel's launch that its key decides
 
 
-def _launch(plan, leaves, outs, n, h):
+def _launch(plan, leaves, outs, roots, n, h):
     pointers = [a.data.ptr for a in leaves]
     pointers += [o.data.ptr for o in outs]
     kinds = fuse.leaf_kinds(leaves, n)
     vec = fuse.vector_width(leaves + outs, pointers, n)
-    key = (tuple(plan.specs), tuple([a.dtype for a in leaves]), kinds,
-           tuple([c.dtype for c in plan.consts]), tuple([o.dtype for o in outs]),
+    key = (tuple(plan.specs), tuple(plan.leaf_dtypes), kinds,
+           tuple([c.dtype for c in plan.consts]), tuple([r.dtype for r in roots]),
            tuple(plan.outputs), vec, h.index)
     entry = _launches.get(key)
     if entry is None:
-        entry = _launches[key] = _launch_entry(plan, leaves, outs, kinds, vec, h)
+        entry = _launches[key] = _launch_entry(plan, roots, kinds, vec, h)
     fptr, floats, codes = entry
     values = [float(c) if f else int(c) for c, f in zip(plan.consts, floats)]
     fuse.launch(fptr, h.ptr, pointers, n, values, codes, vec)
 
 
-def _launch_entry(plan, leaves, outs, kinds, vec, h):
-    return fuse.compiled(tuple(plan.specs), tuple(CTYPE[a.dtype] for a in leaves), kinds,
-                         tuple(CTYPE[c.dtype] for c in plan.consts),
-                         tuple(CTYPE[o.dtype] for o in outs), tuple(plan.outputs), vec, h.index)
+def _launch_entry(plan, roots, kinds, vec, h):
+    return fuse.compiled(tuple(plan.specs), tuple(FUSE_CTYPE[d] for d in plan.leaf_dtypes),
+                         kinds, tuple(FUSE_CTYPE[c.dtype] for c in plan.consts),
+                         tuple(FUSE_CTYPE[r.dtype] for r in roots), tuple(plan.outputs), vec,
+                         h.index)
 
 
 def _flush(h, state):
@@ -592,16 +571,6 @@ def synchronize(state):
 
 
 # -- bfloat16 ---------------------------------------------------------------------------------
-
-# float32 -> bfloat16 bits, to nearest even, NaN kept quiet (what ml_dtypes does); the
-# generated kernels that store bfloat16 (`cuda_fast`) call it too
-BF16_BITS = r"""
-__device__ __forceinline__ unsigned short bf16_bits(float f) {
-  unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-"""
 _TO_BF16 = cp.ElementwiseKernel("float32 x", "uint16 y", "y = bf16_bits(x);",
                                 "streamlet_to_bf16", preamble=BF16_BITS)
 

@@ -26,6 +26,7 @@ import struct
 import threading
 
 import cupy as cp
+import ml_dtypes
 import numpy as np
 from cupy.cuda import driver
 
@@ -42,10 +43,35 @@ CTYPE = {
     np.dtype(np.uint64): "unsigned long long", np.dtype(np.float32): "float",
     np.dtype(np.float64): "double",
 }
+BF16_NP = np.dtype(ml_dtypes.bfloat16)
+# The generated kernels also compute bfloat16 ops (as float, each result rounded to
+# bfloat16: what ml_dtypes does on the CPU), reading and writing their bits.
+FUSE_CTYPE = {**CTYPE, BF16_NP: "bf16"}
 MAX_PARAMS = 400  # 8 bytes each, inside cuLaunchKernel's 4 KiB parameter limit
 # A chain longer than this is launched in pieces: one generated kernel per thousands of
 # chained ops takes NVRTC minutes to compile (a deep graph), pieces of one shape are cached
 MAX_DEPTH = 128
+
+
+class BF16:
+    """A bfloat16 array on the GPU: its bits as a cupy uint16 array."""
+
+    __slots__ = ("bits", "__weakref__")
+
+    def __init__(self, bits):
+        self.bits = bits
+
+    @property
+    def nbytes(self):
+        return self.bits.nbytes
+
+    def __dlpack__(self, **kwargs):
+        """The bits' capsule retyped to DLPack's bfloat16 (kDLBfloat), which CuPy lacks."""
+        from ..core.capsule import to_bfloat16
+        return to_bfloat16(self.bits.__dlpack__(**kwargs))
+
+    def __dlpack_device__(self):
+        return self.bits.__dlpack_device__()
 
 
 class Lazy:
@@ -57,7 +83,7 @@ class Lazy:
     def __init__(self, handle, spec, args, shape, dtype, depth=1):
         self.handle = handle  # the stream it runs on
         self.spec = spec  # interned: (id, op, compute, output and operand C types, C form)
-        self.args = args  # Lazy, cupy arrays (leaves) or NumPy scalars (constants)
+        self.args = args  # Lazy, cupy arrays or BF16 (leaves), NumPy scalars (constants)
         self.shape = shape
         self.dtype = dtype  # NumPy dtype of the value
         self.value = None  # the cupy array once computed
@@ -112,12 +138,55 @@ __device__ __forceinline__ bool truth(float x) { return (__float_as_uint(x) << 1
 __device__ __forceinline__ bool truth(double x) {
   return ((unsigned long long)__double_as_longlong(x) << 1) != 0ull;
 }
+__device__ __forceinline__ bool truth(bf16 x) { return truth(x.f); }
 """
+
+# float32 -> bfloat16 bits, to nearest even, NaN kept quiet (what ml_dtypes does); the
+# other kernels that store bfloat16 (`cuda._to_bf16`, `cuda_fast`) call it too
+BF16_BITS = r"""
+__device__ __forceinline__ unsigned short bf16_bits(float f) {
+  unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+"""
+
+# a bfloat16 value in a generated kernel: a float that every assignment rounds
+BF16_VALUE = BF16_BITS + """
+struct bf16 {
+  float f;
+  __device__ __forceinline__ bf16() : f(0.0f) {}
+  __device__ __forceinline__ bf16(float x)
+      : f(__uint_as_float((unsigned int)bf16_bits(x) << 16)) {}
+  __device__ __forceinline__ operator float() const { return f; }
+  __device__ __forceinline__ unsigned short bits() const {
+    return (unsigned short)(__float_as_uint(f) >> 16);
+  }
+  static __device__ __forceinline__ bf16 of(unsigned short b) {
+    bf16 r;
+    r.f = __uint_as_float((unsigned int)b << 16);
+    return r;
+  }
+};
+"""
+
+
+def stored(t):
+    """The C type a generated kernel reads and writes values of C type `t` as."""
+    return "unsigned short" if t == "bf16" else t
+
+
+def _load(t, text):
+    return f"bf16::of({text})" if t == "bf16" else text
+
+
+def _store(t, text):
+    return f"{text}.bits()" if t == "bf16" else text
 
 
 def x86_cast(compute, out):
     """The X86_CASTS function converting C type `compute` to `out`, or None."""
-    return _X86_CAST.get(out) if compute in FLOATS else None
+    return _X86_CAST.get(out) if compute in FLOATS or compute == "bf16" else None
 
 
 def expression(spec, operands):
@@ -140,14 +209,28 @@ def can_fuse(form, compute, out):
 # -- collecting a DAG ---------------------------------------------------------------------
 
 class Plan:
-    """Nodes to compute (producers first), their leaves and constants, and which are outputs."""
+    """Nodes to compute (producers first), their leaves (cupy arrays; a bfloat16 leaf's
+    bits) with their dtypes, their constants, and which nodes are outputs."""
 
-    __slots__ = ("nodes", "leaves", "consts", "specs", "outputs", "leaf_pos", "const_pos")
+    __slots__ = ("nodes", "leaves", "leaf_dtypes", "consts", "specs", "outputs", "leaf_pos",
+                 "const_pos")
 
     def __init__(self):
         self.nodes, self.leaves, self.consts, self.specs = [], [], [], []
-        self.outputs = []
+        self.leaf_dtypes, self.outputs = [], []
         self.leaf_pos, self.const_pos = {}, {}
+
+    def leaf(self, a):
+        """The place of leaf `a` (a cupy array or a BF16) among the plan's leaves."""
+        bf16 = type(a) is BF16
+        if bf16:
+            a = a.bits
+        j = self.leaf_pos.get(id(a))
+        if j is None:
+            j = self.leaf_pos[id(a)] = len(self.leaves)
+            self.leaves.append(a)
+            self.leaf_dtypes.append(BF16_NP if bf16 else a.dtype)
+        return j
 
     def add(self, n, pos):
         """Append node `n`; `pos` maps an unevaluated Lazy operand to its place."""
@@ -166,11 +249,7 @@ class Plan:
                     self.consts.append(a)
                 refs.append(-2 - 2 * j)
             else:
-                j = self.leaf_pos.get(id(a))
-                if j is None:
-                    j = self.leaf_pos[id(a)] = len(self.leaves)
-                    self.leaves.append(a)
-                refs.append(-1 - 2 * j)
+                refs.append(-1 - 2 * self.leaf(a))
         self.nodes.append(n)
         self.specs.append(tuple(refs))
 
@@ -244,7 +323,10 @@ def plans_for(pending):
                 if j is None:
                     j = leaf_pos[k] = len(plan.leaves)
                     plan.leaves.append(a)
+                    plan.leaf_dtypes.append(a.dtype)
                 refs.append(-1 - 2 * j)
+            elif type(a) is BF16:
+                refs.append(-1 - 2 * plan.leaf(a))
             else:
                 j = const_pos.get(k)
                 if j is None:
@@ -290,32 +372,32 @@ def source(specs, leaf_types, kinds, const_types, out_types, outputs, vec):
     """CUDA source of a fused kernel `k` (see `launch` for its parameters); `kinds` as
     `leaf_kinds` gives them."""
     spec_by_id = {s[0]: s for s in _specs.values()}
-    params = [f"const {t}* __restrict__ p{i}" for i, t in enumerate(leaf_types)]
-    params += [f"{t}* __restrict__ q{i}" for i, t in enumerate(out_types)]
+    params = [f"const {stored(t)}* __restrict__ p{i}" for i, t in enumerate(leaf_types)]
+    params += [f"{stored(t)}* __restrict__ q{i}" for i, t in enumerate(out_types)]
     params.append("long long n")
-    params += [f"{'double' if t in FLOATS else 'long long'} r{i}"
+    params += [f"{'double' if t in FLOATS or t == 'bf16' else 'long long'} r{i}"
                for i, t in enumerate(const_types)]
     fargs = [f"{t} x{i}" for i, t in enumerate(leaf_types)]
     fargs += [f"{t} c{i}" for i, t in enumerate(const_types)]
-    fargs += [f"{t}& o{i}" for i, t in enumerate(out_types)]
+    fargs += [f"{stored(t)}& o{i}" for i, t in enumerate(out_types)]
     body = []
     for p, s in enumerate(specs):
         spec = spec_by_id[s[0]]
         body.append(f"  {spec[3]} v{p} = {expression(spec, [_operand(r) for r in s[1:]])};")
-    body += [f"  o{i} = v{p};" for i, p in enumerate(outputs)]
-    lines = [X86_CASTS, TRUTH,
+    body += [f"  o{i} = {_store(out_types[i], f'v{p}')};" for i, p in enumerate(outputs)]
+    lines = [BF16_VALUE, X86_CASTS, TRUTH,
              f"__device__ __forceinline__ void body({', '.join(fargs)}) {{", *body, "}"]
     lines.append("template <typename T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };")
     lines.append(f'extern "C" __global__ void k({", ".join(params)}) {{')
     lines += [f"  const {t} c{i} = ({t})r{i};" for i, t in enumerate(const_types)]
-    lines += [f"  const {t} s{i} = p{i}[0];" for i, t in enumerate(leaf_types)
+    lines += [f"  const {stored(t)} s{i} = p{i}[0];" for i, t in enumerate(leaf_types)
               if kinds[i] == 1]
     lines.append(f"  long long base = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * {vec};")
     lines.append("  if (base >= n) return;")
 
     def call(load, store_to, index):
-        xs = [load(i) if not kinds[i] else f"s{i}" if kinds[i] == 1 else
-              f"p{i}[({index}) % {kinds[i]}]" for i in range(len(leaf_types))]
+        xs = [_load(t, load(i) if not kinds[i] else f"s{i}" if kinds[i] == 1 else
+                    f"p{i}[({index}) % {kinds[i]}]") for i, t in enumerate(leaf_types)]
         cs = [f"c{i}" for i in range(len(const_types))]
         os_ = [store_to(i) for i in range(len(out_types))]
         return f"body({', '.join(xs + cs + os_)});"
@@ -324,13 +406,13 @@ def source(specs, leaf_types, kinds, const_types, out_types, outputs, vec):
         lines.append(f"  if (base + {vec} <= n) {{")
         for i, t in enumerate(leaf_types):
             if not kinds[i]:
-                lines.append(f"    Vec<{t}, {vec}> l{i} = "
-                             f"*reinterpret_cast<const Vec<{t}, {vec}>*>(p{i} + base);")
-        lines += [f"    Vec<{t}, {vec}> w{i};" for i, t in enumerate(out_types)]
+                lines.append(f"    Vec<{stored(t)}, {vec}> l{i} = "
+                             f"*reinterpret_cast<const Vec<{stored(t)}, {vec}>*>(p{i} + base);")
+        lines += [f"    Vec<{stored(t)}, {vec}> w{i};" for i, t in enumerate(out_types)]
         lines.append(f"    #pragma unroll\n    for (int j = 0; j < {vec}; ++j) {{")
         lines.append("      " + call(lambda i: f"l{i}.v[j]", lambda i: f"w{i}.v[j]", "base + j"))
         lines.append("    }")
-        lines += [f"    *reinterpret_cast<Vec<{t}, {vec}>*>(q{i} + base) = w{i};"
+        lines += [f"    *reinterpret_cast<Vec<{stored(t)}, {vec}>*>(q{i} + base) = w{i};"
                   for i, t in enumerate(out_types)]
         lines.append("    return;\n  }")
     lines.append(f"  for (long long i = base; i < n && i < base + {vec}; ++i) {{")
@@ -412,4 +494,4 @@ def compiled(specs, leaf_types, kinds, const_types, out_types, outputs, vec, dev
 
 
 def const_code(t):
-    return "d" if t in FLOATS else ("Q" if t == "unsigned long long" else "q")
+    return "d" if t in FLOATS or t == "bf16" else ("Q" if t == "unsigned long long" else "q")
