@@ -227,5 +227,5 @@ def test_a_value_no_step_reads_is_not_an_input_of_the_program(on_gpu):
     for v in range(3):
         state["scale"] = mx.array(float(v + 2))
         out = c(mx.arange(4, dtype=mx.float32))
-        assert out.tolist() == (np.arange(4) * (v + 2)).tolist()
         assert _program(out).n_inputs == 2  # x and the scale: not the count
+        assert out.tolist() == (np.arange(4) * (v + 2)).tolist()

@@ -176,7 +176,7 @@ def run_kernel(prim, params, dtype, dev_args, watch=None):
     on_bits = bf16 == "bits" or bf16 == "native"  # a bfloat16 result comes as its bits
     if bf16 == "bits":  # bytes reinterpreted: bfloat16 stays its bits and nothing rounds
         dev_args = [a.bits if type(a) is BF16 else a for a in dev_args]
-        if out_bf16:
+        if out_bf16 and "dtype" in params:
             params = {**params, "dtype": np.dtype(np.uint16)}
     elif not on_bits and (out_bf16 or any(type(a) is BF16 for a in dev_args)):
         dev_args, params = _bf16_inputs(dev_args, params)

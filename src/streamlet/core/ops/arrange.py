@@ -45,6 +45,7 @@ def _tile_shape(params, shape):
 
 
 _TILE = b.make("tile", lambda xp, a, reps: xp.tile(a, reps), vjp=_tile_vjp,
+               moves=True,
                jvp=lambda t, out, x, reps: tile(t[0], reps), vmap=_tile_vmap,
                shape=_tile_shape)
 
@@ -70,6 +71,7 @@ def _repeat_vjp(c, out, x, repeats, axis):
 
 
 _REPEAT = b.make("repeat", lambda xp, a, repeats, axis: xp.repeat(a, repeats, axis),
+                 moves=True,
                  vjp=_repeat_vjp, jvp=lambda t, out, x, repeats, axis: repeat(t[0], repeats, axis),
                  vmap=along_axes("axis"))
 
@@ -194,6 +196,7 @@ def _roll_vmap(axes, out, x, shift, axis):
 
 
 _ROLL = b.make("roll", lambda xp, a, shift, axis: xp.roll(a, shift, axis), vjp=_roll_vjp,
+               moves=True,
                jvp=lambda t, out, x, shift, axis: roll(t[0], shift, axis), vmap=_roll_vmap,
                shape=same_shape)
 
@@ -220,6 +223,7 @@ def roll(a, shift, axis=None, *, stream=None):
 
 
 _FLIP = b.make("flip", lambda xp, a, axis: xp.asarray(xp.flip(a, axis)),
+               moves=True,
                vjp=lambda c, out, x, axis: (flip(c, axis),),
                jvp=lambda t, out, x, axis: flip(t[0], axis), vmap=along_axes("axis"))
 
@@ -254,8 +258,9 @@ def _diag_composite(a, k):
 
 
 _DIAGONAL = b.make("diagonal", lambda xp, a, offset, axis1, axis2:
-                   xp.diagonal(a, offset, axis1, axis2), **via(_diagonal_composite))
-_DIAG = b.make("diag", lambda xp, a, k: xp.diag(a, k), **via(_diag_composite))
+                   xp.diagonal(a, offset, axis1, axis2), moves=True,
+                   **via(_diagonal_composite))
+_DIAG = b.make("diag", lambda xp, a, k: xp.diag(a, k), moves=True, **via(_diag_composite))
 
 
 def diagonal(a, offset=0, axis1=0, axis2=1, stream=None):
@@ -334,7 +339,7 @@ def _strided_composite(a, shape, strides, offset):
     return take(flatten(a), b.array(reads.astype(np.int32)))
 
 
-_AS_STRIDED = b.make("as_strided", _as_strided, **via(_strided_composite))
+_AS_STRIDED = b.make("as_strided", _as_strided, moves=True, **via(_strided_composite))
 
 
 def as_strided(a, /, shape=None, strides=None, offset=0, *, stream=None):
@@ -365,6 +370,7 @@ def _contiguous(xp, a, allow_col_major):
 
 
 _CONTIGUOUS = b.make("contiguous", _contiguous, vjp=lambda c, out, x, **p: (c,),
+                     moves=True,
                      jvp=lambda t, out, x, **p: t[0],
                      vmap=lambda axes, out, x, **p: (x, axes[0]))
 

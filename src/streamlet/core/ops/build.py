@@ -177,12 +177,16 @@ def normalize_axes(axis, ndim: int, op: str) -> tuple:
     return tuple(sorted(axes))
 
 
-def make(name: str, kernel, gpu=None, multi=False, **rules) -> Primitive:
+def make(name: str, kernel, gpu=None, multi=False, moves=False, **rules) -> Primitive:
     """A primitive; `rules` are its transform rules (`vjp`, `jvp`, `vmap`) and its `shape`
     rule (see Primitive); `gpu` its GPU kernel (a GpuKernel, or a function made one).
 
-    A `multi` kernel returns a tuple of results (see `multi`).
+    A `multi` kernel returns a tuple of results (see `multi`).  A kernel that `moves`
+    elements only (reshapes, transposes, slices, gathers, joins) runs on a GPU on the bits
+    of bfloat16, which CuPy lacks, rather than on float32 copies of it.
     """
+    if moves and gpu is None:
+        gpu = GpuKernel(kernel, bfloat16="bits")
     if gpu is not None and not isinstance(gpu, GpuKernel):
         gpu = GpuKernel(gpu)
     return Primitive(name, _boxed(kernel) if multi else kernel, gpu, multi=multi, **rules)

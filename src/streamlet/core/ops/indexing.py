@@ -92,6 +92,7 @@ def _take_along_shape(params, shape, index_shape):
 
 
 _GETITEM = b.make("getitem", _gather, vjp=_getitem_vjp, shape=_gather_shape,
+                  moves=True,
                   bounds=lambda a, *arrays, index: slot_bounds(a, arrays, index),
                   jvp=lambda t, out, x, *arrays, index: getitem(t[0], fill_index(index, arrays)),
                   vmap=_getitem_vmap)
@@ -203,6 +204,7 @@ def _take_vmap(axes, out, x, indices, axis):
 
 
 _TAKE = b.make("take", _take, shape=_take_shape,
+               moves=True,
                bounds=lambda a, i, axis: [(i, a.size if axis is None else a.shape[axis])],
                vjp=lambda c, out, x, i, axis: (
                    lambda: _scatter_add(c, x, (_pyslice(None),) * axis + (i,)),
@@ -275,6 +277,7 @@ def _take_along_vmap(axes, out, x, indices, axis, shape):
 
 
 _TAKE_ALONG = b.make("take_along_axis", _take_along, vjp=_take_along_vjp,
+                     moves=True,
                      bounds=lambda a, i, axis, shape: [(i, a.shape[axis])],
                      shape=_take_along_shape,
                      jvp=lambda t, out, x, i, axis, shape: take_along_axis(t[0], i, axis),

@@ -32,12 +32,14 @@ def _batched_axes(axes):
 
 
 _EXPAND = b.make("expand_dims", lambda xp, a, axis: xp.expand_dims(a, axis),
+                 moves=True,
                  vjp=lambda c, out, x, axis: (squeeze(c, axis),),
                  jvp=lambda t, out, x, axis: expand_dims(t[0], axis),
                  vmap=lambda ax, out, x, axis: (
                      expand_dims(to_front(x, ax[0]), _batched_axes(axis)), 0),
                  shape=_expand_shape)
 _SQUEEZE = b.make("squeeze", lambda xp, a, axis: xp.squeeze(a, axis),
+                  moves=True,
                   vjp=lambda c, out, x, axis: (expand_dims(c, axis),),
                   jvp=lambda t, out, x, axis: squeeze(t[0], axis),
                   vmap=lambda ax, out, x, axis: (
@@ -58,6 +60,7 @@ def _broadcast_like_vmap(axes, out, a, like):
 
 
 _BROADCAST_LIKE = b.make("broadcast_like", lambda xp, a, like: xp.broadcast_to(a, like.shape),
+                         moves=True,
                          vjp=lambda c, out, a, like: (c, None), vmap=_broadcast_like_vmap,
                          jvp=lambda t, out, a, like: broadcast_like(t[0], like),
                          shape=lambda params, s_, like: (like, params))
@@ -93,6 +96,7 @@ def _reshape_like_vmap(axes, out, a, like):
 # `a` reshaped to the shape of `like` (read for its shape only): reshape's cotangent
 # under a shapeless trace, which follows the input's shape
 _RESHAPE_LIKE = b.make("reshape_like", lambda xp, a, like: xp.reshape(a, like.shape),
+                       moves=True,
                        vjp=lambda c, out, a, like: (reshape_like(c, a), None),
                        jvp=lambda t, out, a, like: reshape_like(t[0], like),
                        vmap=_reshape_like_vmap, shape=_reshape_like_shape)
@@ -195,21 +199,25 @@ def _slice_shape(params, shape):
 
 
 _RESHAPE = b.make("reshape", lambda xp, a, shape: xp.reshape(a, shape), shape=_reshape_shape,
+                  moves=True,
                   vjp=_reshape_vjp,
                   jvp=lambda t, out, x, shape: reshape(t[0], shape), vmap=_reshape_vmap)
 _TRANSPOSE = b.make("transpose", lambda xp, a, axes: xp.transpose(a, axes),
+                    moves=True,
                     shape=_transpose_shape,
                     vjp=lambda c, out, x, axes: (transpose(c, tuple(np.argsort(axes))),),
                     jvp=lambda t, out, x, axes: transpose(t[0], axes),
                     vmap=lambda ax, out, x, axes: _transpose_vmap(ax, out, x, axes))
 # the transform sums a cotangent over the broadcast axes (transforms.fit)
 _BROADCAST = b.make("broadcast_to", lambda xp, a, shape: xp.broadcast_to(a, shape),
+                    moves=True,
                     shape=_broadcast_shape,
                     vjp=lambda c, out, x, shape: (c,),
                     jvp=lambda t, out, x, shape: broadcast_to(t[0], shape),
                     vmap=_broadcast_vmap)
 _CONCAT = b.make("concatenate", lambda xp, *arrays, axis, dtype:
                  xp.concatenate([b.cast(a, dtype) for a in arrays], axis=axis),
+                 moves=True,
                  vjp=_concat_vjp, jvp=_concat_jvp, vmap=_concat_vmap, shape=_concat_shape)
 
 
@@ -222,6 +230,7 @@ def _sliced(x, index, traced, lead=0):
 
 
 _SLICE = b.make("slice", lambda xp, a, index, traced=None: a[index], vjp=_slice_vjp,
+                moves=True,
                 shape=_slice_shape,
                 jvp=lambda t, out, x, index, traced=None: _sliced(t[0], index, traced),
                 vmap=lambda ax, out, x, index, traced=None: (
