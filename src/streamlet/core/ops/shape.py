@@ -357,6 +357,9 @@ def concatenate(arrays, /, axis=0, *, stream=None):
     if not arrays:
         raise ValueError("[concatenate] No arrays to concatenate.")
     arrays, d = b.promote_many(arrays, "concatenate")
+    if any(x._dtype is not d for x in arrays):  # as MLX: the kernel joins one dtype's
+        from .creation import astype            # elements (on a GPU, bfloat16's bits)
+        arrays = [x if x._dtype is d else astype(x, d, stream=stream) for x in arrays]
     if axis is None:
         arrays = [flatten(x, stream=stream) for x in arrays]
         axis = 0
