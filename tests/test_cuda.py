@@ -228,12 +228,14 @@ LAYOUTS = {  # name: (x, y) from operands a (.., 24, 16), b (.., 16, 8) and thei
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("batch", [(), (3,), (2, 3), "broadcast"])
+@pytest.mark.parametrize("batch", [(), (3,), (2, 3), "broadcast", "inner broadcast"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 def test_matmul_layouts_and_stacks_give_the_cpu_product(layout, batch, dtype):
-    """One cuBLAS call per product or stack (cuda_gemm) where the layout allows, CuPy's
-    matmul elsewhere: either way the CPU's product, bfloat16 within one rounding."""
-    lead_a, lead_b = ((2, 3), (3,)) if batch == "broadcast" else (batch, batch)
+    """One cuBLAS call per product or stack (cuda_gemm; operands whose matrices are not
+    evenly spaced in the batch, as shared attention heads, copied first), CuPy's matmul
+    for vectors: either way the CPU's product, bfloat16 within one rounding."""
+    lead_a, lead_b = {"broadcast": ((2, 3), (3,)), "inner broadcast": ((2, 3), (2, 1))}.get(
+        batch, (batch, batch))
     a, b = sample(lead_a + (24, 16), np.float32), sample(lead_b + (16, 8), np.float32)
 
     def f(a, b):
