@@ -143,3 +143,31 @@ def test_bfloat16_moves_keep_every_bit(name):
         return MOVES[name](mx.view(raw, BF))
     got, want, _ = _both(fn, bits)
     np.testing.assert_array_equal(got, want)
+
+
+def test_compiled_bfloat16_runs_are_generated_kernels():
+    def f(x, b):
+        h = x * mx.sigmoid(x) + b  # silu and a bias, as compiled activations do
+        return mx.maximum(h, 0) * 0.5, h.astype(mx.float32)
+
+    c = mx.compile(f)
+    x = mx.array((RNG.standard_normal((16, 64)) * 3).astype(np.float32)).astype(BF)
+    b = mx.array(RNG.standard_normal(64).astype(np.float32)).astype(BF)
+    with mx.stream(mx.gpu):
+        want = f(x, b)
+        mx.eval(want)
+        for call in range(3):  # run step by step, captured, replayed
+            got = c(x, b)
+            box = got[0]._node.inputs[0]
+            steps = box.params["program"].steps
+            assert any(s.prim.name.startswith("Compiled") for s in steps), \
+                [s.prim.name for s in steps]
+            mx.eval(got)
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype
+                np.testing.assert_array_equal(np.array(g.__array__()), np.array(w.__array__()))
+    with mx.stream(mx.cpu):
+        cpu = f(x, b)[0]
+    ulps = np.abs(np.array(got[0].__array__()).view(np.uint16).astype(np.int32)
+                  - np.array(cpu.__array__()).view(np.uint16).astype(np.int32))
+    assert ulps.max() <= 1

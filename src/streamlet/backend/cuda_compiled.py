@@ -19,9 +19,10 @@ from ..core.ops.creation import _ASTYPE
 from ..core.ops.shape import _BROADCAST
 from . import cuda_fuse as fuse
 from .cuda import fusion_spec, flat_leaf
-from .cuda_fuse import CTYPE
+from .cuda_fuse import BF16, BF16_NP, FUSE_CTYPE
 
 _F64 = np.dtype(np.float64)
+_U16 = np.dtype(np.uint16)
 
 
 def step_spec(prim, params, in_dtypes, out_dtype):
@@ -33,7 +34,7 @@ def step_spec(prim, params, in_dtypes, out_dtype):
     elif prim.cform is None:
         return None
     for d in (*in_dtypes, out_dtype):
-        if d.np not in CTYPE or d.np == _F64:
+        if d.np not in FUSE_CTYPE or d.np == _F64:
             return None
     compute = params.get("dtype") if params else None
     return fusion_spec(prim, compute, in_dtypes[-1], out_dtype, len(in_dtypes))
@@ -106,8 +107,9 @@ def _piece(specs, refs, dtypes, n_inputs, start, stop, last_read, wanted):
 
 
 def execute(xp, *args, gpu_run, **_):
-    """The GPU kernel of a fused run (`core.fusion`): its results, one array each.  NumPy
-    scalars among `args` (the trace's constants) are launch parameters."""
+    """The GPU kernel of a fused run (`core.fusion`): its results, one array each (a
+    bfloat16 one as `BF16`, as its inputs come).  NumPy scalars among `args` (the trace's
+    constants) are launch parameters."""
     run = gpu_run
     values = [None] * run.n_values
     values[:len(args)] = args
@@ -115,11 +117,11 @@ def execute(xp, *args, gpu_run, **_):
     stream = cp.cuda.get_current_stream().ptr
     device = runtime.getDevice()
     for p in run.pieces:
-        outs = [cp.ndarray(shape, d) for d in p.dtypes]
+        outs = [cp.ndarray(shape, _U16 if d is BF16_NP else d) for d in p.dtypes]
         if n:
             _launch(p, [values[r] for r in p.leaves], outs, shape, n, stream, device)
-        for v, o in zip(p.made, outs):
-            values[v] = o
+        for v, o, d in zip(p.made, outs, p.dtypes):
+            values[v] = BF16(o) if d is BF16_NP else o
     if len(run.results) == 1:
         return values[run.results[0]]
     return tuple(values[r] for r in run.results)
@@ -135,21 +137,22 @@ def execute_boxed(xp, *args, outs, gpu_run, **_):
 def _launch(p, operands, outs, shape, n, stream, device):
     host = tuple([isinstance(a, np.generic) for a in operands])
     consts = [a for a, h in zip(operands, host) if h]
-    leaves = [flat_leaf(a, shape) for a, h in zip(operands, host) if not h]
+    arrays = [a for a, h in zip(operands, host) if not h]
+    dtypes = tuple([BF16_NP if type(a) is BF16 else a.dtype for a in arrays])
+    leaves = [flat_leaf(a.bits if type(a) is BF16 else a, shape) for a in arrays]
     pointers = [a.data.ptr for a in leaves] + [o.data.ptr for o in outs]
     kinds = fuse.leaf_kinds(leaves, n)
     vec = fuse.vector_width(leaves + outs, pointers, n)
-    key = (host, kinds, vec, device, tuple([a.dtype for a in leaves]),
-           tuple([c.dtype for c in consts]))
+    key = (host, kinds, vec, device, dtypes, tuple([c.dtype for c in consts]))
     entry = p.kernels.get(key)
     if entry is None:
-        entry = p.kernels[key] = _kernel(p, host, leaves, consts, outs, kinds, vec, device)
+        entry = p.kernels[key] = _kernel(p, host, dtypes, consts, kinds, vec, device)
     fptr, floats, codes = entry
     fuse.launch(fptr, stream, pointers, n,
                 [float(c) if f else int(c) for c, f in zip(consts, floats)], codes, vec)
 
 
-def _kernel(p, host, leaves, consts, outs, kinds, vec, device):
+def _kernel(p, host, dtypes, consts, kinds, vec, device):
     """The compiled kernel of piece `p` with the operands flagged in `host` as constants."""
     specs = p.specs
     if consts:
@@ -160,6 +163,6 @@ def _kernel(p, host, leaves, consts, outs, kinds, vec, device):
             k_leaf += not h
         specs = tuple((s[0], *[r if r >= 0 else code[(-1 - r) // 2] for r in s[1:]])
                       for s in specs)
-    return fuse.compiled(specs, tuple(CTYPE[a.dtype] for a in leaves), kinds,
-                         tuple(CTYPE[c.dtype] for c in consts),
-                         tuple(CTYPE[o.dtype] for o in outs), p.outputs, vec, device)
+    return fuse.compiled(specs, tuple(FUSE_CTYPE[d] for d in dtypes), kinds,
+                         tuple(FUSE_CTYPE[c.dtype] for c in consts),
+                         tuple(FUSE_CTYPE[d] for d in p.dtypes), p.outputs, vec, device)

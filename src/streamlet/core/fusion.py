@@ -85,10 +85,10 @@ def _multi_shape(params, *shapes):
 _FUSED = Primitive("compiled", _runs, shape=_single_shape, donate=_runs_into)
 _FUSED_MULTI = make("compiled", _runs, multi=True, shape=_multi_shape)
 _ON_GPU = "streamlet.backend.cuda_compiled:"
-_FUSED_GPU = Primitive("compiled", _runs, GpuKernel(_ON_GPU + "execute", host_scalars=True),
-                       shape=_single_shape)
+_FUSED_GPU = Primitive("compiled", _runs, GpuKernel(_ON_GPU + "execute", bfloat16="native",
+                                                    host_scalars=True), shape=_single_shape)
 _FUSED_GPU_MULTI = make("compiled", _runs, GpuKernel(_ON_GPU + "execute_boxed",
-                                                     host_scalars=True),
+                                                     bfloat16="native", host_scalars=True),
                         multi=True, shape=_multi_shape)
 
 
