@@ -130,14 +130,23 @@ def parse_index(a, index, op):
         elif isinstance(x, _pyslice):
             for v in (x.start, x.stop, x.step):
                 if v is not None:
+                    if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+                        raise ValueError(f"[{op}] Slice indices must be integers or None.")
                     _index32(v, op)
             template.append(x)
             probe.append(x)
         elif isinstance(x, (int, np.integer)) and not isinstance(x, bool):
             template.append(_index32(int(x), op))
             probe.append(int(x))
-        else:
-            raise TypeError(f"[{op}] Cannot index an array with {type(x).__name__}.")
+        else:  # a float, a bool, a string...: MLX's ValueError
+            raise ValueError(f"[{op}] Cannot index an array with {type(x).__name__}.")
+    if arrays and Ellipsis in template and \
+            sum(1 for s in template if s is not None and s is not Ellipsis) == a.ndim:
+        # MLX spells an Ellipsis out as the slices it stands for: one that stands for no
+        # axis is no index at all, and leaves the integer indices around it side by side
+        # (their dimensions stay in place, where NumPy would move them first)
+        at = next(i for i, s in enumerate(template) if s is Ellipsis)
+        del template[at], probe[at]
     shape = None if arrays else _basic_shape(a._shape, probe)
     if shape is None:  # index arrays, or an index NumPy refuses: its probe words the error
         try:
@@ -289,8 +298,8 @@ def take_along_axis(a, /, indices, axis=-1, *, stream=None):
     from .shape import flatten
     a = b.as_array(a, "take_along_axis")
     indices = _int_indices(indices, "take_along_axis")
-    if axis is None:
-        a, indices, axis = flatten(a, stream=stream), flatten(indices, stream=stream), 0
+    if axis is None:  # the flattened `a`; the indices as they are (1-D, or refused), as MLX
+        a, axis = flatten(a, stream=stream), 0
     ax = b.normalize_axis(axis, a.ndim, "take_along_axis")
     shape = along_axis_shape(a, indices, ax, "take_along_axis")
     return b.node(_TAKE_ALONG, (a, indices), shape, a._dtype, {"axis": ax, "shape": shape},

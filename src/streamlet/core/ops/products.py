@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -220,7 +221,9 @@ def _einsum_jvp(t, out, *operands, subscripts, dtype):
 
 def _einsum_vmap(axes, out, *operands, subscripts, dtype):
     """A new index for the batch: in front of each batched operand's and the result's."""
-    terms, res = _einsum_terms(subscripts, operands)
+    # the ellipses spelled out for the operands as the einsum sees them, without the batch
+    unbatched = [SimpleNamespace(ndim=x.ndim - (ax is not None)) for x, ax in zip(operands, axes)]
+    terms, res = _einsum_terms(subscripts, unbatched)
     used = set(res).union(*terms)
     new = next(ch for ch in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                if ch not in used)
@@ -238,7 +241,11 @@ def einsum(subscripts, *operands, stream=None):
     """Einstein summation: `mx.einsum("ij,jk->ik", a, b)` is `a @ b`; on integers as far as
     MLX goes (no contraction of two operands): `mx.einsum("ii", mx.eye(2, dtype=mx.int32))`."""
     ops_ = [b.as_array(x, "einsum") for x in operands]
-    shape, terms, summed = _einsum_shape(subscripts, [x._shape for x in ops_])
+    shape, _, _ = _einsum_shape(subscripts, [x._shape for x in ops_])
+    # the ellipses spelled out as letters, as MLX sees them: axes an ellipsis stands for
+    # that the output drops are summed like any index (two operands: a matrix product)
+    terms, res = _einsum_terms(subscripts, ops_)
+    summed = set("".join(terms)) - set(res)
     d = _einsum_dtype(ops_, terms, summed)
     return b.node(_EINSUM, tuple(ops_), shape, d, {"subscripts": subscripts, "dtype": d.np},
                   b.resolve(stream))

@@ -40,6 +40,10 @@ def _scatter(xp, a, value, *arrays, index, mode):
     if mode == "set":
         out[idx] = value
         return out
+    # the values broadcast up front: NumPy 2.4's `ufunc.at` reads garbage for values it
+    # has to broadcast itself with new leading axes (`np.add.at(out, [[1, 1], [3, 1]],
+    # [1, 2])`), where a broadcast view is read right
+    value = xp.broadcast_to(value, target)
     if xp is np:
         getattr(np, mode).at(out, idx, value)
         return out
@@ -136,12 +140,37 @@ def scatter(a, index, value, mode, *, stream=None):
     return _update(a, index, value, mode, "scatter", stream)
 
 
+def _value_of(a, value, op):
+    """The value of an update into `a` as MLX takes it (its `to_array(value, a.dtype)`): a
+    Python scalar in `a`'s dtype where it fits (an integer that does not is a ValueError; a
+    float into an integer or complex array is float32), an array as it is."""
+    if isinstance(value, b.array) or not b.is_scalar(value):
+        return b.as_array(value, op)
+    if isinstance(value, (float, np.floating)) and a._dtype.kind == "c":
+        return b.scalar(value, b.dt.float32)
+    return b.promote_pair(a, value, op)[1]
+
+
+def _whole_index(a, index):
+    """What stands for `index` when it picks all of `a` and MLX scatters nothing (a bare
+    None or Ellipsis; on a scalar, a tuple of them, taken as the Ellipsis); else False."""
+    if index is None or index is Ellipsis:
+        return index
+    if a.ndim == 0 and isinstance(index, tuple) and \
+            all(s is None or s is Ellipsis for s in index):
+        return Ellipsis
+    return False
+
+
 def _update(a, index, value, mode, op, stream):
     a = b.as_array(a, op)
-    if index is None or index is Ellipsis:
-        return _whole(a, index, value, mode, op, stream)
+    whole = _whole_index(a, index)
+    if whole is not False:
+        return _whole(a, whole, value, mode, op, stream)
     template, arrays, target = parse_index(a, index, op)
-    value = b.as_array(value, op) if not b.is_scalar(value) else b.const(value, a._dtype)
+    # a Python scalar as MLX takes it: in `a`'s dtype where it fits (an integer that does
+    # not is a ValueError), a float into an integer array as float32
+    value = _value_of(a, value, op)
     _fits(value._shape, target, op)
     return b.node(_SCATTER, (a, value, *arrays), a._shape, a._dtype,
                   {"index": template, "mode": mode}, b.resolve(stream))
@@ -153,7 +182,7 @@ def _whole(a, index, value, mode, op, stream):
     in that result's own dtype: `a[...] = 2.5` makes an int32 `a` float32."""
     from . import elementwise
     from .shape import broadcast_to, reshape
-    v = b.promote_pair(a, value, op)[1]
+    v = _value_of(a, value, op)
     if index is Ellipsis:
         v = reshape(v, _fits(v._shape, a._shape, op), stream=stream)
     v = broadcast_to(v, a._shape, stream=stream)
@@ -323,13 +352,22 @@ class ArrayAt:
         self._check(value)
         return _update(self._a, self._index, value, mode, "at", None)
 
+    def _value(self, value):
+        """`value` as MLX's `at` takes it (`_value_of`)."""
+        return _value_of(b.as_array(self._a, "at"), value, "at")
+
     def add(self, value):
         """`a` with `value` added at the index, repeated indices adding up."""
         return self._apply(value, "add")
 
     def subtract(self, value):
-        """`a` with `value` subtracted at the index."""
-        return self._apply(value, "subtract")
+        """`a` with `value` subtracted at the index: MLX adds the value's negation, taken in
+        the value's own dtype (an unsigned value wraps, a boolean one is refused)."""
+        from .elementwise import negative
+        self._check(value)
+        if _whole_index(b.as_array(self._a, "at"), self._index) is not False:
+            return _update(self._a, self._index, value, "subtract", "at", None)
+        return self._apply(negative(self._value(value)), "add")
 
     def multiply(self, value):
         """`a` multiplied by `value` at the index."""
@@ -340,9 +378,9 @@ class ArrayAt:
         from .creation import _cast
         from .elementwise import reciprocal
         self._check(value)
-        if self._index is None or self._index is Ellipsis:
+        if _whole_index(b.as_array(self._a, "at"), self._index) is not False:
             return _update(self._a, self._index, value, "divide", "at", None)
-        return self._apply(_cast(reciprocal(value), self._a._dtype), "multiply")
+        return self._apply(_cast(reciprocal(self._value(value)), self._a._dtype), "multiply")
 
     def minimum(self, value):
         """`a` with the minimum of itself and `value` at the index."""
@@ -397,8 +435,8 @@ def put_along_axis(a, /, indices, values, axis=None, *, stream=None):
     indices = _int_indices(indices, "put_along_axis")
     values = b.as_array(values, "put_along_axis")
     src = a
-    if axis is None:
-        src, indices, axis = flatten(a, stream=stream), flatten(indices, stream=stream), 0
+    if axis is None:  # the flattened `a`; the indices as they are (1-D, or refused), as MLX
+        src, axis = flatten(a, stream=stream), 0
     ax = b.normalize_axis(axis, src.ndim, "put_along_axis")
     shape = along_axis_shape(src, indices, ax, "put_along_axis")
     _fits(values._shape, shape, "put_along_axis")
@@ -442,7 +480,11 @@ def slice_update(a, update, start_indices, axes, *, stream=None):
     starts, axes = _slice_args(a, start_indices, axes, "slice_update")
     update = b.as_array(update, "slice_update")
     if update.ndim < a.ndim:
-        update = broadcast_to(update, (1,) * (a.ndim - update.ndim) + update._shape,
+        # as MLX: the axes the update lacks are `a`'s whole axes (the block covers them),
+        # but for the sliced ones, where it is one wide
+        lead = a.ndim - update.ndim
+        update = broadcast_to(update, tuple(1 if i in axes else a._shape[i]
+                                            for i in range(lead)) + update._shape,
                               stream=stream)
     if update.ndim != a.ndim or any(u > n for u, n in zip(update._shape, a._shape)):
         raise ValueError(f"[slice_update] Update of shape {update._shape} does not fit array "
