@@ -18,6 +18,7 @@ are computed in float32.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -268,13 +269,56 @@ def _check(x, w, nd, groups):
                          "channels instead.")
 
 
-def _per_axis(value, nd, what, default):
-    """An int or a sequence as one int per spatial axis (MLX spreads a single value)."""
-    if value is None:
-        return (default,) * nd
-    if isinstance(value, (int, np.integer)):
-        return (int(value),) * nd
-    values = tuple(int(v) for v in value)
+def _bad_argument(op, value, what):
+    return TypeError(f"{op}(): incompatible function arguments: {what} must be an int "
+                     f"(32-bit) or a sequence of them, got {value!r}.")
+
+
+def _int(value, op, what):
+    """An int argument as MLX's binding converts it: an int, a bool, a NumPy integer or
+    anything else with `__index__`, in 32-bit range; otherwise (a float, a string, None)
+    a TypeError before any check of the arrays."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise _bad_argument(op, value, what) from None
+    if not -2**31 <= v < 2**31:
+        raise _bad_argument(op, value, what)
+    return v
+
+
+def _int_list(value, op, what):
+    """A sequence of ints, as the binding's std::vector<int> (a list, a tuple, a range, an
+    array; not a string, a set or an iterator)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__getitem__") or \
+            not hasattr(value, "__len__") or isinstance(value, dict):
+        raise _bad_argument(op, value, what)
+    try:
+        items = list(value)
+    except TypeError:
+        raise _bad_argument(op, value, what) from None
+    return tuple(_int(v, op, what) for v in items)
+
+
+def _int_or_list(value, op, what):
+    """`int | Sequence[int]` (conv_general's stride and dilations): an int as a 1-tuple."""
+    try:
+        return (_int(value, op, what),)
+    except TypeError:
+        return _int_list(value, op, what)
+
+
+def _safe(v):
+    """`v` as a 32-bit shape value, or MLX's OverflowError (its safe_cast)."""
+    if not -2**31 <= v < 2**31:
+        raise OverflowError(f"[conv] Shape dimension {v} is outside the supported range "
+                            f"[{-2**31}, {2**31 - 1}]. MLX currently uses 32-bit integers "
+                            "for shape dimensions.")
+    return v
+
+
+def _per_axis(values, nd, what, default):
+    """One int per spatial axis from a tuple of them (MLX spreads a single value)."""
     if len(values) == 0:
         return (default,) * nd
     if len(values) == 1:
@@ -284,17 +328,27 @@ def _per_axis(value, nd, what, default):
     return values
 
 
-def _paddings(padding, nd):
-    """(low, high) per axis from an int, a sequence, or a pair of sequences."""
-    if isinstance(padding, (tuple, list)) and len(padding) == 2 and \
-            all(isinstance(p, (tuple, list)) for p in padding):
-        lo, hi = padding
-        if len(lo) > 1 and len(lo) != nd or len(hi) > 1 and len(hi) != nd:
-            raise ValueError(f"[conv] Invalid padding {list(lo)} | {list(hi)} for {nd}D "
-                             "convolution.")
-        return _per_axis(lo, nd, "padding", 0), _per_axis(hi, nd, "padding", 0)
-    p = _per_axis(padding, nd, "padding", 0)
-    return p, p
+def _padding_lists(padding, op):
+    """(low, high) from `int | Sequence[int] | tuple[Sequence[int], Sequence[int]]`, the
+    binding's variant (tried in that order)."""
+    try:
+        p = _int_or_list(padding, op, "padding")
+        return p, p
+    except TypeError:
+        pass
+    if isinstance(padding, (str, bytes)) or not hasattr(padding, "__len__") or \
+            len(padding) != 2:
+        raise _bad_argument(op, padding, "padding")
+    lo, hi = padding
+    return _int_list(lo, op, "padding"), _int_list(hi, op, "padding")
+
+
+def _paddings(lo, hi, nd):
+    """Per-axis (low, high) from the binding's lists, with MLX's size check."""
+    if len(lo) > 1 and len(lo) != nd or len(hi) > 1 and len(hi) != nd:
+        raise ValueError(f"[conv] Invalid padding {list(lo)} | {list(hi)} for {nd}D "
+                         "convolution.")
+    return _per_axis(lo, nd, "padding", 0), _per_axis(hi, nd, "padding", 0)
 
 
 def conv_general(input, weight, /, stride=1, padding=0, kernel_dilation=1, input_dilation=1,
@@ -309,10 +363,25 @@ def conv_general(input, weight, /, stride=1, padding=0, kernel_dilation=1, input
     >>> mx.conv_general(x, mx.ones((1, 3, 1)), padding=([1], [0])).reshape(-1).tolist()
     [2.0, 3.0, 3.0, 3.0]
     """
+    op = "conv_general"
+    stride = _int_or_list(stride, op, "stride")
+    lo, hi = _padding_lists(padding, op)
+    kernel_dilation = _int_or_list(kernel_dilation, op, "kernel_dilation")
+    input_dilation = _int_or_list(input_dilation, op, "input_dilation")
+    groups = _int(groups, op, "groups")
+    if not isinstance(flip, bool):
+        raise TypeError(f"{op}(): incompatible function arguments: flip must be a bool, got "
+                        f"{flip!r}.")
+    return _conv_general(input, weight, stride, lo, hi, kernel_dilation, input_dilation,
+                         groups, flip, stream)
+
+
+def _conv_general(input, weight, stride, lo, hi, kernel_dilation, input_dilation, groups,
+                  flip, stream):
+    """`conv_general` on arguments the binding converted: ints as tuples of them."""
     from .creation import astype
     from .indexing import getitem
     x, w = b.as_array(input, "conv"), b.as_array(weight, "conv")
-    groups = int(groups)
     if groups != 1 and x.ndim not in (3, 4):
         raise ValueError("[conv] Can only handle groups != 1 in 1D or 2D convolutions.")
     nd = x.ndim - 2
@@ -325,8 +394,10 @@ def conv_general(input, weight, /, stride=1, padding=0, kernel_dilation=1, input
     st = _per_axis(stride, nd, "strides", 1)
     kd = _per_axis(kernel_dilation, nd, "kernel dilation", 1)
     idl = _per_axis(input_dilation, nd, "input dilation", 1)
-    lo, hi = _paddings(padding, nd)
+    lo, hi = _paddings(lo, hi, nd)
     if any(p < 0 for p in lo + hi):  # MLX crops the input itself for a negative padding
+        for p in lo:
+            _safe(-p)
         n = x._shape[1:-1]
         x = getitem(x, (slice(None),) + tuple(slice(max(-p, 0), n[i] + min(q, 0))
                                               for i, (p, q) in enumerate(zip(lo, hi))),
@@ -341,7 +412,11 @@ def conv1d(input, weight, /, stride=1, padding=0, dilation=1, groups=1, *, strea
     >>> mx.conv1d(mx.ones((1, 4, 2)), mx.ones((3, 2, 2))).shape
     (1, 3, 3)
     """
-    return conv_general(input, weight, stride, padding, dilation, 1, groups, stream=stream)
+    op = "conv1d"
+    stride, padding, dilation = (_int(v, op, what) for v, what in (
+        (stride, "stride"), (padding, "padding"), (dilation, "dilation")))
+    return _conv_general(input, weight, (stride,), (padding,), (padding,), (dilation,), (1,),
+                         _int(groups, op, "groups"), False, stream)
 
 
 def conv2d(input, weight, /, stride=1, padding=0, dilation=1, groups=1, *, stream=None):
@@ -351,8 +426,7 @@ def conv2d(input, weight, /, stride=1, padding=0, dilation=1, groups=1, *, strea
     >>> mx.conv2d(mx.ones((1, 5, 5, 3)), mx.ones((8, 3, 3, 3)), padding=1).shape
     (1, 5, 5, 8)
     """
-    return conv_general(input, weight, _pair(stride, 2), _pair(padding, 2),
-                        _pair(dilation, 2), 1, groups, stream=stream)
+    return _conv_nd("conv2d", 2, input, weight, stride, padding, dilation, groups, stream)
 
 
 def conv3d(input, weight, /, stride=1, padding=0, dilation=1, groups=1, *, stream=None):
@@ -361,12 +435,26 @@ def conv3d(input, weight, /, stride=1, padding=0, dilation=1, groups=1, *, strea
     >>> mx.conv3d(mx.ones((1, 4, 4, 4, 1)), mx.ones((2, 3, 3, 3, 1))).shape
     (1, 2, 2, 2, 2)
     """
-    return conv_general(input, weight, _pair(stride, 3), _pair(padding, 3),
-                        _pair(dilation, 3), 1, groups, stream=stream)
+    return _conv_nd("conv3d", 3, input, weight, stride, padding, dilation, groups, stream)
 
 
-def _pair(value, n):
-    return (int(value),) * n if isinstance(value, (int, np.integer)) else tuple(value)
+def _conv_nd(op, n, input, weight, stride, padding, dilation, groups, stream):
+    stride, padding, dilation = (_pair(v, n, op, what) for v, what in (
+        (stride, "stride"), (padding, "padding"), (dilation, "dilation")))
+    return _conv_general(input, weight, stride, padding, padding, dilation, (1,) * n,
+                         _int(groups, op, "groups"), False, stream)
+
+
+def _pair(value, n, op, what):
+    """`int | tuple[int, ...n]` as the binding converts it: an int for every axis, or a
+    sequence of exactly n ints; anything else is a TypeError."""
+    try:
+        return (_int(value, op, what),) * n
+    except TypeError:
+        values = _int_list(value, op, what)
+    if len(values) != n:
+        raise _bad_argument(op, value, what)
+    return values
 
 
 def conv_transpose_general(input, weight, stride, padding, dilation, output_padding, groups,
@@ -382,13 +470,13 @@ def conv_transpose_general(input, weight, stride, padding, dilation, output_padd
     for i in range(nd):
         k = w._shape[1 + i]
         wt_size = _dilated(k, dilation[i])
-        lo.append(wt_size - padding[i] - 1)
+        lo.append(_safe(wt_size - padding[i] - 1))
         conv_out = (x._shape[1 + i] - 1) * stride[i] - 2 * padding[i] + \
             dilation[i] * (k - 1) + 1
-        hi.append(conv_out - _dilated(x._shape[1 + i], stride[i]) + padding[i]
-                  + output_padding[i])
-    return conv_general(x, w, 1, (lo, hi), list(dilation), list(stride), groups, True,
-                        stream=stream)
+        hi.append(_safe(conv_out - _dilated(x._shape[1 + i], stride[i]) + padding[i]
+                        + output_padding[i]))
+    return _conv_general(x, w, (1,), tuple(lo), tuple(hi), tuple(dilation), tuple(stride),
+                         groups, True, stream)
 
 
 def conv_transpose1d(input, weight, /, stride=1, padding=0, dilation=1, output_padding=0,
@@ -398,8 +486,8 @@ def conv_transpose1d(input, weight, /, stride=1, padding=0, dilation=1, output_p
     >>> mx.conv_transpose1d(mx.ones((1, 3, 1)), mx.ones((1, 2, 1)), stride=2).shape
     (1, 6, 1)
     """
-    return conv_transpose_general(input, weight, (int(stride),), (int(padding),),
-                                  (int(dilation),), (int(output_padding),), groups, stream)
+    return _conv_transpose_nd("conv_transpose1d", 1, input, weight, stride, padding,
+                              dilation, output_padding, groups, stream, _int)
 
 
 def conv_transpose2d(input, weight, /, stride=1, padding=0, dilation=1, output_padding=0,
@@ -410,8 +498,8 @@ def conv_transpose2d(input, weight, /, stride=1, padding=0, dilation=1, output_p
     >>> mx.conv_transpose2d(mx.ones((1, 4, 4, 2)), mx.ones((3, 3, 3, 2)), stride=2).shape
     (1, 9, 9, 3)
     """
-    return conv_transpose_general(input, weight, _pair(stride, 2), _pair(padding, 2),
-                                  _pair(dilation, 2), _pair(output_padding, 2), groups, stream)
+    return _conv_transpose_nd("conv_transpose2d", 2, input, weight, stride, padding,
+                              dilation, output_padding, groups, stream)
 
 
 def conv_transpose3d(input, weight, /, stride=1, padding=0, dilation=1, output_padding=0,
@@ -422,8 +510,20 @@ def conv_transpose3d(input, weight, /, stride=1, padding=0, dilation=1, output_p
     >>> mx.conv_transpose3d(mx.ones((1, 2, 2, 2, 1)), mx.ones((1, 2, 2, 2, 1))).shape
     (1, 3, 3, 3, 1)
     """
-    return conv_transpose_general(input, weight, _pair(stride, 3), _pair(padding, 3),
-                                  _pair(dilation, 3), _pair(output_padding, 3), groups, stream)
+    return _conv_transpose_nd("conv_transpose3d", 3, input, weight, stride, padding,
+                              dilation, output_padding, groups, stream)
+
+
+def _conv_transpose_nd(op, n, input, weight, stride, padding, dilation, output_padding,
+                       groups, stream, single=None):
+    """The binding's conversions (ints only for 1D, int or n-tuple otherwise), then
+    `conv_transpose_general`."""
+    def convert(v, what):
+        return (single(v, op, what),) if single else _pair(v, n, op, what)
+    args = [convert(v, what) for v, what in ((stride, "stride"), (padding, "padding"),
+                                             (dilation, "dilation"),
+                                             (output_padding, "output_padding"))]
+    return conv_transpose_general(input, weight, *args, _int(groups, op, "groups"), stream)
 
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_general", "conv_transpose1d",

@@ -1,7 +1,7 @@
 """Quantization as MLX 0.32.4 defines it: `quantize`, `dequantize`, `quantized_matmul`,
 `gather_qmm`, `gather_mm`, and the fp8 codecs `to_fp8` / `from_fp8`.
 
-Modes (default group size, bits): affine (64, 4; also 2, 3, 5, 6, 8 bits and groups
+Modes (default group size, bits): affine (64, 4; also 1, 2, 3, 5, 6, 8 bits and groups
 of 32 or 128), mxfp4 (32, 4), mxfp8 (32, 8), nvfp4 (16, 4).  Packing is MLX's, bit
 for bit: every row of quantized values is one little-endian bit stream (value i at bit
 i * bits) read as uint32 words, so weights quantized by MLX load here and back.
@@ -118,7 +118,7 @@ def _quantize_compiled(c, w, group_size, bits):
 def _affine_params(xp, w, group_size, bits):
     """(..., groups, 2) float32 scale and bias per group, as MLX's CPU kernel finds them:
     the edge of larger magnitude maps exactly onto a grid point; NaNs are skipped."""
-    c = _compiled(xp)
+    c = _compiled(xp) if bits > 1 else None
     if c is not None:
         return _quantize_compiled(c, w, group_size, bits)[1]
     f32 = np.float32
@@ -126,6 +126,9 @@ def _affine_params(xp, w, group_size, bits):
     nan = xp.isnan(g)
     wmax = xp.where(nan, -np.inf, g).max(-1)
     wmin = xp.where(nan, np.inf, g).min(-1)
+    if bits == 1:  # bit 0 is the group's minimum, bit 1 its maximum
+        scale = xp.maximum(wmax - wmin, f32(1e-7))
+        return xp.stack([scale, wmin], -1).astype(f32)
     n_bins = f32((1 << bits) - 1)
     scale = xp.maximum((wmax - wmin) / n_bins, f32(1e-7))
     lower = xp.abs(wmin) > xp.abs(wmax)
@@ -139,7 +142,7 @@ def _affine_params(xp, w, group_size, bits):
 
 
 def _affine_pack(xp, w, params, group_size, bits):
-    c = _compiled(xp)
+    c = _compiled(xp) if bits > 1 else None
     if c is not None:
         return _quantize_compiled(c, w, group_size, bits)[0]
     g = w.astype(np.float32).reshape(w.shape[:-1] + (-1, group_size))
@@ -366,9 +369,9 @@ def _affine_quantize(w, gs, nb, st):
     if gs not in (32, 64, 128):
         raise ValueError(f"[quantize] The requested group size {gs} is not supported. The "
                          "supported group sizes are 32, 64, and 128.")
-    if nb not in (2, 3, 4, 5, 6, 8):
+    if nb not in (1, 2, 3, 4, 5, 6, 8):
         raise ValueError(f"[quantize] The requested number of bits {nb} is not supported. "
-                         "The supported bits are 2, 3, 4, 5, 6 and 8.")
+                         "The supported bits are 1, 2, 3, 4, 5, 6 and 8.")
     lead, k = w._shape[:-1], w._shape[-1]
     params = b.node(_PARAMS, (w,), lead + (k // gs, 2), dt.float32,
                     {"group_size": gs, "bits": nb}, st)
@@ -391,7 +394,7 @@ def _fp_check(mode, gs, nb, op):
 
 def _fp_quantize(w, gs, nb, mode, global_scale, stream):
     """MLX's fp quantization, op for op (it is what MLX runs on the CPU).  The E8M0
-    exponent is ceil(log2(amax / max value)), as MLX 0.32.4 computes it (its source
+    exponent is ceil(log2(amax / max value)), exact, as MLX 0.32.4 computes it (its source
     before 0.32.2 rounded instead)."""
     from . import elementwise as el
     from .arrange import view
@@ -411,7 +414,7 @@ def _fp_quantize(w, gs, nb, mode, global_scale, stream):
         wq = el.multiply(el.divide(wq, from_fp8(scales, w._dtype, **s), **s), encode, **s)
     else:
         zero = b.scalar(0, scales._dtype)
-        exps = astype(el.ceil(el.log2(scales, **s), **s), dt.int32, **s)
+        exps = _ceil_log2(scales, stream)
         scales = el.where(el.equal(scales, zero, **s), zero, exps, **s)
         wq = el.divide(wq, el.power(b.scalar(2.0, w._dtype), scales, **s), **s)
         scales = astype(el.add(scales, b.scalar(127, dt.int32), **s), dt.uint8, **s)
@@ -421,6 +424,28 @@ def _fp_quantize(w, gs, nb, mode, global_scale, stream):
     else:
         wq = view(to_fp8(wq, **s), dt.uint32, **s)
     return reshape(wq, shape, **s), reshape(scales, shape, **s)
+
+
+def _ceil_log2(x, stream):
+    """int32 ceil(log2(x)) of positive floats, exactly (as MLX 0.32.4's E8M0 exponent): from
+    the float32 bits, the exponent plus one when the mantissa is not zero.  A float32
+    log2 can't be used: just above a power of two it rounds down onto the integer (in
+    bfloat16 even well above it), and its ceil is one short.  Subnormals are first scaled
+    by 2^64 (exactly)."""
+    from . import elementwise as el
+    from .arrange import view
+    from .creation import astype
+    s = dict(stream=stream)
+    u32 = lambda v: b.scalar(v, dt.uint32)  # noqa: E731
+    x = astype(x, dt.float32, **s)
+    tiny = el.less(x, b.scalar(2.0 ** -126, dt.float32), **s)
+    x = el.where(tiny, el.multiply(x, b.scalar(2.0 ** 64, dt.float32), **s), x, **s)
+    bits = view(x, dt.uint32, **s)
+    expo = el.bitwise_and(el.right_shift(bits, u32(23), **s), u32(0xFF), **s)
+    inexact = el.not_equal(el.bitwise_and(bits, u32(0x7FFFFF), **s), u32(0), **s)
+    e = el.add(astype(expo, dt.int32, **s), astype(inexact, dt.int32, **s), **s)
+    return el.subtract(e, el.where(tiny, b.scalar(127 + 64, dt.int32),
+                                   b.scalar(127, dt.int32), **s), **s)
 
 
 def _check_packed(op, w, scales, gs, nb, biases=None):
