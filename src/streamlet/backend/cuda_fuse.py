@@ -14,6 +14,9 @@ constant feeds which operand.  Constant values are kernel arguments, not part
 of the source, so a loop with changing scalars reuses one kernel.  The body is
 compiled with `--fmad=false` so that `a * b + c` rounds as NumPy does.
 
+bfloat16 values are floats in the kernel (`BF16_VALUE`) that each op's result is rounded
+to, as ml_dtypes rounds on the CPU; leaves and results are their uint16 bits.
+
 Launch cost matters as much as bandwidth (a 16-element op is all overhead): the
 kernel arguments are packed into one buffer and passed to `cuLaunchKernel`
 directly, which is several µs cheaper than `RawKernel.__call__`.  Contiguous
@@ -47,6 +50,7 @@ BF16_NP = np.dtype(ml_dtypes.bfloat16)
 # The generated kernels also compute bfloat16 ops (as float, each result rounded to
 # bfloat16: what ml_dtypes does on the CPU), reading and writing their bits.
 FUSE_CTYPE = {**CTYPE, BF16_NP: "bf16"}
+FLOAT_TYPES = frozenset(FLOATS) | {"bf16"}  # C types passed and converted as floats
 MAX_PARAMS = 400  # 8 bytes each, inside cuLaunchKernel's 4 KiB parameter limit
 # A chain longer than this is launched in pieces: one generated kernel per thousands of
 # chained ops takes NVRTC minutes to compile (a deep graph), pieces of one shape are cached
@@ -186,7 +190,7 @@ def _store(t, text):
 
 def x86_cast(compute, out):
     """The X86_CASTS function converting C type `compute` to `out`, or None."""
-    return _X86_CAST.get(out) if compute in FLOATS or compute == "bf16" else None
+    return _X86_CAST.get(out) if compute in FLOAT_TYPES else None
 
 
 def expression(spec, operands):
@@ -375,7 +379,7 @@ def source(specs, leaf_types, kinds, const_types, out_types, outputs, vec):
     params = [f"const {stored(t)}* __restrict__ p{i}" for i, t in enumerate(leaf_types)]
     params += [f"{stored(t)}* __restrict__ q{i}" for i, t in enumerate(out_types)]
     params.append("long long n")
-    params += [f"{'double' if t in FLOATS or t == 'bf16' else 'long long'} r{i}"
+    params += [f"{'double' if t in FLOAT_TYPES else 'long long'} r{i}"
                for i, t in enumerate(const_types)]
     fargs = [f"{t} x{i}" for i, t in enumerate(leaf_types)]
     fargs += [f"{t} c{i}" for i, t in enumerate(const_types)]
@@ -494,4 +498,4 @@ def compiled(specs, leaf_types, kinds, const_types, out_types, outputs, vec, dev
 
 
 def const_code(t):
-    return "d" if t in FLOATS or t == "bf16" else ("Q" if t == "unsigned long long" else "q")
+    return "d" if t in FLOAT_TYPES else ("Q" if t == "unsigned long long" else "q")
