@@ -129,8 +129,13 @@ def _ints(values, d, wide, sequence):
 
 
 def _floats(values, d):
+    """Python floats as `d`: float64 exactly, the other float types through float32 (as MLX
+    reads them), integer and bool types from the exact values (MLX casts each double: so
+    `array([16777217.0], int32)` is 16777217 and `array(1e-50, bool_)` True)."""
     if d is dt.float64:
         return np.array(values, np.float64)
+    if d.kind in "iub":
+        return _convert(np.array(values, np.float64), d)
     if type(values) is float and -_FLOAT32_MAX <= values <= _FLOAT32_MAX:
         return _convert(np.array(values, np.float32), d)
     with np.errstate(over="ignore"):  # as MLX: through float32, large values to inf
@@ -139,7 +144,9 @@ def _floats(values, d):
 
 def _complexes(values, d):
     data = np.array(values, np.complex64)
-    return _convert(data if d.kind == "c" else data.real, d)
+    # the real parts contiguous: NumPy's strided float -> int cast gives other values for
+    # floats out of range (-inf as uint32 is 0 there, 2**31 in MLX and NumPy's contiguous one)
+    return _convert(data if d.kind == "c" else data.real.copy(), d)
 
 
 _BUILD = {_BOOL: lambda s, d: _convert(np.array(s, np.bool_), d or dt.bool_),
@@ -188,6 +195,16 @@ def _scalar_kind(t):
     return kind
 
 
+_INT64_MIN, _INT64_MAX = -2 ** 63, 2 ** 63 - 1
+
+
+def _int64(x):
+    """MLX reads each int of a list as int64 while it checks the list, whatever the list's
+    kind: one beyond it is refused there (before any later element is looked at)."""
+    if not _INT64_MIN <= x <= _INT64_MAX:
+        raise OverflowError(f"[array] Python int {x} is outside the int64 range.")
+
+
 class _Scan:
     """MLX's check of a nested sequence against its shape: the widest scalar kind in it,
     whether it holds an int beyond int32 and whether it holds arrays."""
@@ -208,8 +225,15 @@ class _Scan:
             kinds = [_scalar_kind(t) for t in set(map(type, seq))]
             if None not in kinds:
                 kind = max(kinds)
-                if kind == _INT and not self.wide:
-                    self.wide = not (_INT32_MIN <= min(seq) and max(seq) <= _INT32_MAX)
+                if kind == _INT:
+                    lo, hi = min(seq), max(seq)
+                    if not _INT32_MIN <= lo <= hi <= _INT32_MAX:
+                        self.wide = True
+                        _int64(lo), _int64(hi)
+                elif _INT in kinds:  # MLX reads every int as int64 first
+                    for x in seq:
+                        if type(x) is not bool and isinstance(x, int):
+                            _int64(x)
                 return kind
         return max(self._element(x, depth, leaf, isinstance(seq[0], tuple)) for x in seq)
 
@@ -227,6 +251,8 @@ class _Scan:
         elif isinstance(x, int):
             kind = _INT
             self.wide = self.wide or not _INT32_MIN <= x <= _INT32_MAX
+            if self.wide:
+                _int64(x)
         elif isinstance(x, float):
             kind = _FLOAT
         elif isinstance(x, complex):
@@ -266,7 +292,9 @@ def check_dim(n: int) -> int:
 def from_buffer(v, dtype=None, copy=None):
     """An object with `__dlpack__` or the buffer protocol as a NumPy array (a copy that
     keeps its layout) or, for a CUDA source, an array on the GPU."""
-    if not isinstance(v, np.ndarray):
+    if isinstance(v, np.generic):  # a NumPy scalar (bfloat16 has no buffer format)
+        v = np.asarray(v)
+    elif not isinstance(v, np.ndarray):
         if hasattr(v, "__dlpack__"):
             device = v.__dlpack_device__()[0] if hasattr(v, "__dlpack_device__") else 1
             if device == _CUDA:
@@ -274,6 +302,9 @@ def from_buffer(v, dtype=None, copy=None):
             v = _from_dlpack(v)
         else:
             v = np.asarray(memoryview(v))
+    if not v.dtype.isnative and v.dtype.itemsize > 1:  # nanobind's cast fails (bad_cast)
+        raise RuntimeError(f"[convert] Cannot convert an array of non-native byte order "
+                           f"({v.dtype.str}) to mlx.")
     src = _NARROW.get(v.dtype) or dt.from_numpy(v.dtype)
     d = src if dtype is None else dt.as_dtype(dtype)
     if copy is False and d is not src:
@@ -323,8 +354,12 @@ def _from_dlpack(v) -> np.ndarray:
 def copy_layout(src: np.ndarray, npdtype) -> np.ndarray:
     """A copy of `src` in `npdtype` with `src`'s strides (MLX copies the memory the strides
     span, so a broadcast source stays broadcast)."""
-    if src.size and src.ndim and min(src.strides) < 0:
-        raise ValueError("Cannot convert DLPack arrays with negative strides to mlx array.")
+    for n, stride in zip(src.shape, src.strides):  # as MLX checks: up to the first 0 size
+        if n == 0:
+            break
+        if stride < 0:
+            raise ValueError("Cannot convert DLPack arrays with negative strides to mlx "
+                             "array.")
     if src.flags.c_contiguous or any(s % src.itemsize for s in src.strides):
         return _copy(src, npdtype)
     steps = [s // src.itemsize for s in src.strides]
@@ -336,9 +371,15 @@ def copy_layout(src: np.ndarray, npdtype) -> np.ndarray:
 def _copy(src, npdtype):
     if src.dtype == npdtype:
         return src.copy(order="K")
-    if src.dtype.kind == "c" and np.dtype(npdtype).kind != "c":
-        src = src.real  # a complex value cast to a real type keeps its real part
+    npdtype = np.dtype(npdtype)
     with np.errstate(all="ignore"):  # C's conversions, as MLX's: no warnings
+        if src.dtype.kind == "c" and npdtype.kind != "c":
+            # a complex value cast to a real type keeps its real part, as a float32 (MLX's
+            # complex128_t converts through float), copied first: NumPy's strided float ->
+            # int cast differs from its contiguous one out of range
+            src = src.real.astype(np.float32, order="K")
+        elif src.dtype == np.float64 and npdtype == np.float16:
+            src = src.astype(np.float32, order="K")  # MLX's float16_t rounds a double so
         return src.astype(npdtype, order="K")
 
 

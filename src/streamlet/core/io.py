@@ -206,16 +206,45 @@ def _load_npy(f, stream, owned):
 
 
 def _load_safetensors(f):
-    (size,) = struct.unpack("<Q", f.read(8))
-    header = json.loads(f.read(size))
+    op = "[load_safetensors]"
+    head = f.read(8)
+    (size,) = struct.unpack("<Q", head) if len(head) == 8 else (0,)
+    if not 0 < size < 100_000_000:
+        raise RuntimeError(f"{op} Invalid json header length.")
+    text = f.read(size)
+    if len(text) < size:
+        raise RuntimeError(f"{op} The JSON header is {size} bytes long but the file is "
+                           f"shorter. Perhaps an incomplete download or corrupt file?")
+    try:
+        header = json.loads(text)
+    except ValueError as exc:
+        raise RuntimeError(f"{op} Invalid json metadata: {exc}") from None
+    if not isinstance(header, dict):
+        raise RuntimeError(f"{op} Invalid json metadata.")
     body = f.read()
     metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str)
+                                                 for v in metadata.values()):
+        # MLX reads each metadata value as a string (a tensor named __metadata__ too)
+        raise RuntimeError(f"{op} The metadata values must be strings.")
     out = {}
     for name, info in header.items():
         d = _ST_DTYPES.get(info["dtype"])
         if d is None:
-            raise RuntimeError(f"[load_safetensors] unsupported dtype {info['dtype']}.")
-        start, stop = info["data_offsets"]
+            raise RuntimeError(f"[safetensor] unsupported dtype {info['dtype']}")
+        offsets, shape = info["data_offsets"], info["shape"]
+        if len(offsets) != 2:
+            raise RuntimeError(f"{op} Tensor '{name}' data_offsets must have exactly 2 "
+                               f"entries but has {len(offsets)}")
+        start, stop = offsets
+        nbytes = d.size * int(np.prod(shape, dtype=np.int64))
+        if stop < start or stop - start != nbytes:
+            raise RuntimeError(f"{op} Tensor '{name}' invalid data offsets ({start}, "
+                               f"{stop}). Expecting {nbytes} bytes.")
+        if stop > len(body):
+            raise RuntimeError(f"{op} Tensor '{name}' invalid data offsets ({start}, "
+                               f"{stop}) exceeding the size of the file. Perhaps an "
+                               f"incomplete download or corrupt file?")
         data = np.frombuffer(body[start:stop], dtype=d.np.newbyteorder("<"))
         out[name] = array(data.astype(d.np, copy=False).reshape(info["shape"]), d)
     return out, metadata
@@ -264,7 +293,8 @@ def load(file, /, format=None, return_metadata=False, *, stream=None):
             return _load_npy(f, stream, owned=False)
         try:
             with np.load(f, allow_pickle=False) as z:
-                return {k: _from_numpy(z[k]) for k in z.files}
+                # MLX drops a member's ".npy" only from a longer name: ".npy" stays
+                return {k or ".npy": _from_numpy(z[k]) for k in z.files}
         except zipfile.BadZipFile as exc:
             raise ValueError(f"[load] Not a valid .npz file: {exc}") from None
 

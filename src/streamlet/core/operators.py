@@ -26,7 +26,9 @@ def _operand(x, what):
     if type(x) in _SCALARS or isinstance(x, _TAKEN):
         return x
     if isinstance(x, (np.ndarray, np.generic)):
-        if x.dtype.kind in _NUMERIC or x.dtype.name == "bfloat16":
+        # (an array of the other byte order is no operand to MLX: its cast fails)
+        if (x.dtype.kind in _NUMERIC or x.dtype.name == "bfloat16") and \
+                (x.dtype.isnative or x.dtype.itemsize == 1):
             return x
     elif hasattr(x, "__mlx_array__"):
         return x.__mlx_array__()
