@@ -88,3 +88,22 @@ def test_logsumexp_of_an_empty_array_raises_as_mlx(mlx, shape, axis):
     for M in (mx, mlx):
         with pytest.raises(ValueError, match="empty array"):
             M.logsumexp(M.zeros(shape), axis=axis)
+
+
+@pytest.mark.parametrize("value, dtype", [(300, "uint8"), (-1, "uint32"), (2**40, "int32"),
+                                          (-129, "int8"), (2**40, "int64"), (255, "uint8")])
+def test_full_checks_an_int_against_its_dtype_when_built(mlx, value, dtype):
+    """MLX's ValueError comes from `full` itself; here it came from the kernel, at eval."""
+    assert _outcome(mx, lambda M: M.full((2,), value, getattr(M, dtype))) == \
+        _outcome(mlx, lambda M: M.full((2,), value, getattr(M, dtype)))
+    like = mx.zeros((2,), getattr(mx, dtype))
+    if _outcome(mlx, lambda M: M.full((2,), value, getattr(M, dtype))) == "ValueError":
+        with pytest.raises(ValueError, match="overflow"):
+            mx.full_like(like, value)  # raised when built: nothing evaluated
+
+
+def test_full_of_minus_one_as_uint64_is_refused_when_built():
+    """MLX wraps it (2**64 - 1); streamlet refuses ints beyond their type, as `array` does
+    (docs/differences.rst), and says so when the op is built."""
+    with pytest.raises(ValueError, match="overflow"):
+        mx.full((2,), -1, mx.uint64)

@@ -147,6 +147,13 @@ _INT_RANGE = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max))
               for d in ALL if d.kind in "iu"}
 
 
+def check_int(value, d: Dtype, op: str) -> None:
+    """A Python int given for integer dtype `d` must fit it: MLX's ValueError otherwise."""
+    if d.kind in "iu" and isinstance(value, (int, np.integer)) and \
+            not isinstance(value, bool) and not _INT_RANGE[d][0] <= value <= _INT_RANGE[d][1]:
+        raise ValueError(f"[{op}] Converting {value} to {d.name} would result in overflow.")
+
+
 def weak_scalar_dtype(array_dtype: Dtype, value) -> Dtype:
     """The result dtype of an array combined with a Python scalar (a 'weak' type)."""
     if isinstance(value, (bool, np.bool_)):

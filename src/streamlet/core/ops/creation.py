@@ -70,6 +70,7 @@ def full(shape, vals, dtype=None, *, stream=None):
             v = astype(v, dtype, stream=stream)
         return broadcast_to(v, shape, stream=stream)
     d = _dtype(dtype, dt.scalar_dtype(vals))
+    dt.check_int(vals, d, "full")  # when built, not when the kernel meets it
     return filled(shape, vals, d, b.resolve(stream))
 
 
@@ -113,6 +114,7 @@ def full_like(a, /, fill_value, dtype=None, *, stream=None):
     d = dt.as_dtype(dtype) if dtype is not None else a._dtype
     if isinstance(fill_value, b.array) or not b.is_scalar(fill_value):
         return full(a._shape, fill_value, d, stream=stream)
+    dt.check_int(fill_value, d, "full_like")
     return b.node(_FULL_LIKE, (a,), a._shape, d, {"value": fill_value, "dtype": d.np},
                   b.resolve(stream))
 
