@@ -217,7 +217,9 @@ def layer_norm(x, weight, bias, eps, *, stream=None):
     x = _at_least_1d("layer_norm", x)
     w = _check_vector("layer_norm", "weight", weight, x)
     bias = _check_vector("layer_norm", "bias", bias, x)
-    d = _out_type("layer_norm", x, w, bias)
+    # MLX's output dtype: x's with no weight (the bias is then cast to it), else x's,
+    # the weight's and the bias's promoted
+    d = _out_type("layer_norm", x, w, None if w is None else bias)
     ins = (x,) + tuple(astype(v, d, stream=stream) for v in (w, bias) if v is not None)
     return b.node(_LN, ins, x._shape, d, {"eps": float(eps), "has": (w is not None,
                                                                      bias is not None),
@@ -324,33 +326,69 @@ def _rope_angle_rate(out, offset, f, params):
     return rate, (o2 * -sign, o1 * sign)
 
 
+def _rope_offset_rate(out, offset, freqs, params):
+    """d out / d offset as (rate, pair derivatives): the angles are (position + offset)
+    times scale over the frequencies, so d angle / d offset = scale / freqs (per pair,
+    the same at every position)."""
+    from .ops import reciprocal
+    sign = 1.0 if params["forward"] else -1.0
+    o1, o2 = _rope_pairs(out.astype(dt.float32), params["dims"], params["traditional"])
+    inv = reciprocal(freqs[0]) if freqs else \
+        b.array(np.array(_inv_freqs(np, params["dims"] // 2, params["base"])))
+    return inv * params["scale"], (o2 * -sign, o1 * sign)
+
+
+def _offset_shaped(v, out):
+    """An offset-shaped array (a scalar, or one value per row of axis 0) shaped to
+    broadcast against `out`'s pairs."""
+    from .ops import reshape
+    v = v.astype(dt.float32)
+    return reshape(v, (-1,) + (1,) * (out.ndim - 1)) if v.size > 1 else reshape(v, ())
+
+
 def _rope_vjp(c, out, x, offset, *freqs, **params):
     """RoPE is a rotation: its transpose is the inverse rotation (as MLX's RoPE::vjp); the
-    frequencies get the gradient of the angles (MLX's CPU path is a composite)."""
+    offset and the frequencies get the gradient of the angles, as MLX's CPU composite
+    gives them (the offset's in its integer dtype, truncated)."""
     from .ops import sum as sum_
     inverse = {**params, "forward": not params["forward"]}
     dx = _rope_node(c, offset, freqs[0] if freqs else None, inverse, _stream_of(out))
 
+    def per_pair(rate, d1, d2):
+        c1, c2 = _rope_pairs(c.astype(dt.float32), params["dims"], params["traditional"])
+        return (c1 * d1 + c2 * d2) * rate
+
     def d_freqs():
         rate, (d1, d2) = _rope_angle_rate(out, offset, freqs[0], params)
-        c1, c2 = _rope_pairs(c.astype(dt.float32), params["dims"], params["traditional"])
-        per = (c1 * d1 + c2 * d2) * rate
+        per = per_pair(rate, d1, d2)
         return sum_(per, tuple(range(per.ndim - 1)))
-    return [dx, None] + ([d_freqs] if freqs else [])
+
+    def d_offset():
+        rate, (d1, d2) = _rope_offset_rate(out, offset, freqs, params)
+        per = per_pair(rate, d1, d2)
+        g = sum_(per, tuple(range(1, per.ndim))) if offset.size > 1 else sum_(per)
+        return g.astype(offset._dtype)
+    return [dx, d_offset] + ([d_freqs] if freqs else [])
 
 
 def _rope_jvp(tangents, out, x, offset, *freqs, **params):
     from .ops import concatenate, reshape, stack, zeros
-    if tangents[1] is not None:
-        raise ValueError("[rope] jvp for offset not supported")
+    toff = tangents[1]
     tf = tangents[2] if freqs else None
     moved = None if tangents[0] is None else _rope_node(
         tangents[0], offset, freqs[0] if freqs else None, params, _stream_of(out))
-    if tf is None:
+    if tf is None and toff is None:
         return moved
     dims, trad = params["dims"], params["traditional"]
-    rate, (d1, d2) = _rope_angle_rate(out, offset, freqs[0], params)
-    step = rate * tf
+    step, pairs_d = None, None
+    if tf is not None:
+        rate, pairs_d = _rope_angle_rate(out, offset, freqs[0], params)
+        step = rate * tf
+    if toff is not None:
+        rate, pairs_d = _rope_offset_rate(out, offset, freqs, params)
+        part = rate * _offset_shaped(toff, out)
+        step = part if step is None else step + part
+    d1, d2 = pairs_d
     p1, p2 = (v * step for v in (d1, d2))
     lead = out._shape[:-1]
     pairs = reshape(stack([p1, p2], -1), lead + (dims,)) if trad else \
@@ -383,7 +421,8 @@ def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
     positions `offset + arange(T)` times `scale`; frequencies from `base` or `freqs`
     (exactly one of them); `traditional` rotates consecutive pairs.
 
-    A primitive (one node): its vjp is the inverse rotation, its jvp the same rotation.
+    A primitive (one node): its vjp is the inverse rotation, its jvp the same rotation
+    (the offset's and the frequencies' derivatives as MLX's CPU composite gives them).
 
     >>> x = mx.ones((1, 2, 4))
     >>> mx.fast.rope(x, 4, traditional=False, base=10000.0, scale=1.0, offset=0)[0, 0].tolist()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import trees
 from .array import array, node, wrap
 from .graph import TRACING, Node, Primitive
-from .ops.build import make
+from .ops.build import AxisError, make
 from .stream import build_on, restore_build
 from .transforms import _named, _results, _tape
 
@@ -82,37 +82,49 @@ def batch_by_loop(axes, out, /, *inputs, **params):
     return res, 0
 
 
+_NOT_PREFIX = "[tree_map] Additional input tree is not a valid prefix of the first tree."
+_NOT_INT = "[vmap] axis must be int or None."
+
+
 def _flat_axes(tree, axes, outputs):
-    """One axis (or None) per array of `tree`, from `axes`: an int, None, or a prefix tree."""
+    """One axis (or None) per array of `tree`, from `axes`: an int, None, or a prefix tree.
+
+    As MLX: an array's axis may be a 1-tuple of an int or None only where `tree` is that
+    array itself (anywhere deeper the tuple is refused, once the tree is walked); a bool
+    is an int; an axis out of range is an IndexError.
+    """
     flat = []
+    found_tuple = False
 
     def visit(t, ax):
+        nonlocal found_tuple
         if isinstance(t, array):
-            if isinstance(ax, tuple) and len(ax) == 1 and (ax[0] is None or
-                                                           isinstance(ax[0], int)):
+            if isinstance(ax, tuple):
+                if len(ax) != 1 or not (ax[0] is None or isinstance(ax[0], int)):
+                    raise ValueError(_NOT_INT)
+                found_tuple = True
                 ax = ax[0]
             if ax is None:
                 flat.append(None)
                 return
-            if not isinstance(ax, int) or isinstance(ax, bool):
-                raise ValueError("[vmap] axis must be int or None.")
+            if not isinstance(ax, int):
+                raise ValueError(_NOT_INT)
             nd = t.ndim + outputs
-            a = ax + nd if ax < 0 else ax
+            a = int(ax) + nd if ax < 0 else int(ax)
             if not 0 <= a < nd:
-                raise ValueError(f"[vmap] Invalid{' output ' if outputs else ' '}"
-                                 f"vectorization axis {a} for array with shape {t._shape}")
+                raise AxisError(f"[vmap] Invalid{' output ' if outputs else ' '}"
+                                f"vectorization axis {a} for array with shape "
+                                f"({','.join(map(str, t._shape))})")
             flat.append(a)
         elif isinstance(t, (list, tuple)):
             if isinstance(ax, (list, tuple)):
                 if len(ax) != len(t) or type(ax) is not type(t) and not (
                         isinstance(ax, tuple) and isinstance(t, tuple)):
-                    raise ValueError("[tree_visit] Additional input tree is not a valid "
-                                     "prefix of the first tree.")
+                    raise ValueError(_NOT_PREFIX)
                 for x, a in zip(t, ax):
                     visit(x, a)
             elif isinstance(ax, dict):
-                raise ValueError("[tree_visit] Additional input tree is not a valid prefix "
-                                 "of the first tree.")
+                raise ValueError(_NOT_PREFIX)
             else:
                 for x in t:
                     visit(x, ax)
@@ -124,8 +136,7 @@ def _flat_axes(tree, axes, outputs):
                                          "the first tree.")
                     visit(x, ax[k])
             elif isinstance(ax, (list, tuple)):
-                raise ValueError("[tree_visit] Additional input tree is not a valid prefix "
-                                 "of the first tree.")
+                raise ValueError(_NOT_PREFIX)
             else:
                 for x in t.values():
                     visit(x, ax)
@@ -133,6 +144,8 @@ def _flat_axes(tree, axes, outputs):
             raise ValueError("[vmap] The arguments should contain only arrays")
 
     visit(tree, axes)
+    if found_tuple and not isinstance(tree, array):
+        raise ValueError(_NOT_INT)
     return flat
 
 
@@ -145,6 +158,9 @@ def vmap(fun, in_axes=0, out_axes=0):
     """
     if not callable(fun):  # refused when it is made, as in MLX
         raise TypeError(f"[vmap] Expected a callable, got {type(fun).__name__}.")
+    if in_axes is None or out_axes is None:  # MLX's binding takes no None for either
+        raise TypeError("vmap(): incompatible function arguments: in_axes and out_axes "
+                        "must not be None (a tree of None: (None,)).")
     def vmapped(*args):
         inputs = trees.leaves(args, strict=True, op="tree_flatten")
         axes = _flat_axes(args[0] if len(args) == 1 else args, in_axes, 0)

@@ -145,6 +145,20 @@ def elementwise_vmap(axes, out, /, *inputs, **params):
     return rebuild(out, moved, (size,) + out._shape, params), 0
 
 
+def derivative_vmap(axes, out, c, /, *xs):
+    """A fused derivative product `d(xs) * c` batched: as an elementwise op, except that its
+    kernel broadcasts only what `d` reads with `c`, so an unbatched `c` (a cotangent or
+    tangent the vmapped function closes over) is given the batch axis first, or the
+    product would lack it where `d` reads no batched input (`c * y`, y unbatched, for a
+    product `x * y` batched in x)."""
+    if axes[0] is None:
+        from .shape import broadcast_to, expand_dims
+        size = batch_size(xs, axes[1:])
+        c = broadcast_to(expand_dims(c, 0), (size,) + c._shape)
+        axes = (0,) + tuple(axes[1:])
+    return elementwise_vmap(axes, out, c, *xs)
+
+
 def _shift(value):
     if isinstance(value, (tuple, list)):
         return type(value)(v + 1 if v >= 0 else v for v in value)
@@ -189,7 +203,7 @@ class Derivative:
         if callable(d):
             self.prim = DERIVATIVES[name] = b.make(
                 name, self._kernel, shape=broadcast_shape,
-                **dict(via(lambda c, *xs: self._built(c, xs, False)), vmap=elementwise_vmap))
+                **dict(via(lambda c, *xs: self._built(c, xs, False)), vmap=derivative_vmap))
 
     def _kernel(self, xp, c, *xs):
         m = _ew.kernels(xp)
