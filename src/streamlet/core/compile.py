@@ -272,6 +272,10 @@ class _Compiled:
         n_args = len(flat)
         if self.inputs is not None:
             _signature(self.inputs, flat, key, self.shapeless)
+        if TRACING.depth and any(x._node.tracer for x in flat):
+            # called by a transform (or an outer compile's trace): as in MLX, the
+            # function itself runs, so the transform sees its graph (not compiled)
+            return self.fun(*args, **kwargs)
         key = tuple(key)
         tape = self.cache.get(key)
         if tape is None:

@@ -56,7 +56,8 @@ class custom_function:
             return self._fun(*args, **kwargs)
         inputs = trees.leaves((args, kwargs))
         result = self._fun(*args, **kwargs)
-        outs = [stop_gradient(o) for o in trees.leaves(result)]
+        outs = [stop_gradient(o) for o in (  # a checkpoint's outputs: any tree (MLX's)
+            trees.leaves(result) if self._vjp is _RECOMPUTE else _output_leaves(result))]
         if not outs:
             return result
         prim = self._primitive(args, kwargs, result, len(inputs))
@@ -121,6 +122,16 @@ class custom_function:
 
         return make("custom_function", _forward, multi=True, vjp=vjp_rule, jvp=jvp_rule,
                     vmap=vmap_rule)
+
+
+def _output_leaves(result):
+    """The arrays of a result: with a rule given, every leaf must be an array (MLX
+    flattens it strictly: `(x, 5)` or `None` among them raise ValueError; a checkpoint's
+    result may hold other leaves)."""
+    try:
+        return trees.leaves(result, strict=True)
+    except ValueError:
+        raise ValueError("[tree_flatten] The argument should contain only arrays") from None
 
 
 def _flat_axes(tree, axes):
