@@ -63,3 +63,31 @@ def test_checkpoint_still_takes_non_array_outputs(mlx):
         grad = M.grad(lambda x: ck(x)[0].sum())(M.array([1.0, 2.0]))
         return out[0].tolist(), out[1], grad.tolist()
     assert run(mx) == run(mlx)
+
+
+def _placeholder_errors(M):
+    """The errors of evaluating a traced input itself inside the function, and of reading
+    one that escaped the trace afterwards (MLX's "Pure Functions" example)."""
+    seen, leak = [], []
+
+    def f(x):
+        try:
+            M.eval(x)
+            seen.append(None)
+        except Exception as e:  # noqa: BLE001 (the error's type is the outcome)
+            seen.append(type(e).__name__)
+        leak.append(x)
+        return x * 2
+
+    M.compile(f)(M.array(1.0))
+    try:
+        M.eval(leak[0] + 1)
+        seen.append(None)
+    except Exception as e:  # noqa: BLE001
+        seen.append(type(e).__name__)
+    return seen
+
+
+def test_evaluating_a_traced_input_raises_as_mlx(mlx):
+    assert _placeholder_errors(mx) == _placeholder_errors(mlx) == ["ValueError",
+                                                                   "RuntimeError"]

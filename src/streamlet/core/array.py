@@ -226,8 +226,18 @@ def wait(n) -> None:
         if n.prim is not None:  # scheduled, its stream moved on, and it never ran
             raise RuntimeError("[eval] This array was never computed: its evaluation was "
                                "interrupted, or the process forked while it ran.")
-        raise ValueError("[eval] Attempting to eval an array during function "
-                         "transformations like compile or vmap is not allowed.")
+        raise placeholder_error()
+
+
+def placeholder_error() -> Exception:
+    """MLX's error for evaluating an array without a primitive and without a value: an
+    input of a function being transformed (ValueError), or one that escaped its trace."""
+    if TRACING.depth:
+        return ValueError("[eval] Attempting to eval an array during function "
+                          "transformations like compile or vmap is not allowed.")
+    return RuntimeError("[eval] Attempting to eval an array without a primitive.\nIf you "
+                        "are compiling a function, make sure all the inputs and outputs "
+                        "are captured.")
 
 
 def raise_error(n):

@@ -5,7 +5,7 @@ import math
 import operator
 import threading
 
-from .array import array, raise_error
+from .array import array, placeholder_error, raise_error
 from .graph import TRACING
 from .scheduler import POOL, Batch, cancel_nodes, drain, run_batch, run_node
 from .stream import check_usable
@@ -46,6 +46,8 @@ def _order(outputs):
             if o.prim is not None and not o.seq:
                 o.seq = -1
                 stack.append(o)
+            elif o.prim is None and o.data is None and o.error is None:
+                placeholder = True  # evaluated itself
         while stack:
             n = stack.pop()
             found.append(n)
@@ -59,8 +61,7 @@ def _order(outputs):
                 elif c.data is None and c.error is None:
                     placeholder = True  # an input of a function being compiled or vmapped
         if placeholder:
-            raise ValueError("[eval] Attempting to eval an array during function "
-                             "transformations like compile or vmap is not allowed.")
+            raise placeholder_error()
         if len(found) > 1:
             found.sort(key=_birth)
     except BaseException:
