@@ -248,6 +248,27 @@ def _remainder(xp, x, y):
     return xp.where((r != 0) & ((r < 0) != (y < 0)), r + y, r)
 
 
+def _extreme(name):
+    """MLX's minimum/maximum: `x` where it is NaN (for complex: its real part) or compares
+    less (greater) than `y`, else `y`; so `minimum(0, -0)` is -0 and `minimum(-0, 0)` is 0,
+    in every float type (NumPy's float16 minimum keeps the first zero).  Complex numbers
+    compare as MLX's do, by real part, then imaginary part."""
+    def kernel(xp, x, y):
+        k = x.dtype.kind
+        if k in "biu":
+            return getattr(xp, name)(x, y)
+        if k == "c":
+            xr, yr = x.real, y.real
+            if name == "minimum":
+                take = (xr < yr) | ((xr == yr) & (x.imag < y.imag))
+            else:
+                take = (xr > yr) | ((xr == yr) & (x.imag > y.imag))
+            return xp.where(take | (xr != xr), x, y)
+        take = x < y if name == "minimum" else x > y
+        return xp.where(take | (x != x), x, y)
+    return kernel
+
+
 def _shift_rule(d):
     return dt.uint8 if d.kind == "b" else d
 
@@ -300,9 +321,9 @@ BINARY = {
     "remainder": (_remainder, _same, "c",
                   (1, lambda m, x, y, o: -m.floor(x / y))),
     "power": (_power, _same, "", (_power_dx, _power_dy)),
-    "minimum": (lambda xp, x, y: xp.minimum(x, y), _same, "",
+    "minimum": (_extreme("minimum"), _same, "",
                 (_chosen("less"), _chosen("greater_equal"))),
-    "maximum": (lambda xp, x, y: xp.maximum(x, y), _same, "",
+    "maximum": (_extreme("maximum"), _same, "",
                 (_chosen("greater"), _chosen("less_equal"))),
     "arctan2": (lambda xp, x, y: xp.arctan2(x, y), dt.to_inexact, "c", (_atan2_dx, _atan2_dy)),
     "equal": (lambda xp, x, y: xp.equal(x, y), _bool, "", _CONSTANT),
@@ -351,7 +372,7 @@ def _in_float32(fn):
 _UFUNCS = {name: getattr(np, name) for name in (
     "negative", "sqrt", "exp", "expm1", "log", "sin", "cos", "tan", "tanh", "arcsin",
     "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "sinh", "cosh", "conj", "add",
-    "multiply", "minimum", "maximum", "arctan2", "bitwise_and", "bitwise_or",
+    "multiply", "arctan2", "bitwise_and", "bitwise_or",
     "bitwise_xor")}
 _UFUNCS.update(abs=np.absolute, divide=np.true_divide)
 
@@ -384,10 +405,26 @@ logical_and, logical_or = _standalone(logical_and), _standalone(logical_or)  # n
 
 
 def round(a, /, decimals=0, *, stream=None):
-    """Round to `decimals` places, halves to even: `mx.round(mx.array([0.5, 1.5]))` is [0, 2]."""
+    """Round to `decimals` places, halves to even: `mx.round(mx.array([0.5, 1.5]))` is [0, 2].
+
+    Other than 0 decimals, as MLX: `a` times 10**decimals (a float32, then in `a`'s float
+    type, float32 for integers), rounded, times the float32 reciprocal of that scale, cast
+    back to `a`'s dtype (so float16 with 5 decimals overflows, and integers pass through
+    float32)."""
     a = b.as_array(a, "round")
-    return b.node(_ROUND, (a,), a._shape, a._dtype, {"decimals": int(decimals)},
-                  b.resolve(stream))
+    decimals = int(decimals)
+    st = b.resolve(stream)
+    if decimals != 0:
+        from .creation import astype
+        d = dt.to_inexact(a._dtype)
+        with np.errstate(over="ignore", divide="ignore"):
+            scale = np.float32(np.power(10.0, decimals))
+            inv = np.float32(1) / scale
+        x = multiply(a, b.scalar(float(scale), d), stream=stream)  # noqa: F821 (the table's)
+        x = b.node(_ROUND, (x,), x._shape, x._dtype, {"decimals": 0}, st)
+        x = multiply(x, b.scalar(float(inv), d), stream=stream)  # noqa: F821
+        return astype(x, a._dtype, stream=stream)
+    return b.node(_ROUND, (a,), a._shape, a._dtype, {"decimals": 0}, st)
 
 
 _ROUND = b.make("round", _round, vmap=rules.elementwise_vmap, shape=rules.broadcast_shape,
@@ -434,18 +471,30 @@ def clip(a, /, a_min, a_max, *, stream=None):
 
 
 def isclose(a, b_, /, rtol=1e-5, atol=1e-8, *, equal_nan=False, stream=None):
-    """Elementwise `abs(a - b) <= atol + rtol * abs(b)`, as NumPy defines it."""
-    st = b.resolve(stream)
-    x, y, d = b.promote_pair(a, b_, "isclose")
-    shape = b.broadcast_shapes(x._shape, y._shape, op="isclose")
-    params = {"rtol": float(rtol), "atol": float(atol), "equal_nan": bool(equal_nan)}
-    return b.node(_ISCLOSE, (x, y), shape, dt.bool_, params, st)
-
-
-_ISCLOSE = b.make("isclose", lambda xp, x, y, rtol, atol, equal_nan:
-                  xp.isclose(x, y, rtol=rtol, atol=atol, equal_nan=equal_nan),
-                  vmap=rules.elementwise_vmap, shape=rules.broadcast_shape,
-                  **rules.from_partials(*_CONSTANT, "isclose"))
+    """Elementwise `abs(a - b) <= atol + rtol * abs(b)` (infinities close only to themselves),
+    built as MLX builds it: each operand an array on its own (a Python float is float32),
+    `atol` and `rtol` float32 arrays, `abs(b)` in b's dtype and `a - b` in the common one
+    (integers wrap: `abs(int8(-128))` is -128), infinities as `isposinf`/`isneginf` see
+    them (a complex number only with a zero imaginary part)."""
+    x, y = b.as_array(a, "isclose"), b.as_array(b_, "isclose")
+    s = stream
+    # noqa: F821 below: the table's ops
+    rhs = add(b.scalar(_f32(atol), dt.float32),  # noqa: F821
+              multiply(b.scalar(_f32(rtol), dt.float32), abs(y, stream=s), stream=s),  # noqa: F821
+              stream=s)
+    out = less_equal(abs(subtract(x, y, stream=s), stream=s), rhs, stream=s)  # noqa: F821
+    xpos, ypos = isposinf(x, stream=s), isposinf(y, stream=s)  # noqa: F821
+    xneg, yneg = isneginf(x, stream=s), isneginf(y, stream=s)  # noqa: F821
+    either = logical_or(logical_or(xpos, xneg, stream=s), logical_or(ypos, yneg, stream=s),
+                        stream=s)
+    both = logical_or(logical_and(xpos, ypos, stream=s), logical_and(xneg, yneg, stream=s),
+                      stream=s)
+    out = logical_and(out, logical_not(either, stream=s), stream=s)  # noqa: F821
+    out = logical_or(out, both, stream=s)
+    if equal_nan:
+        nan_pair = logical_and(isnan(x, stream=s), isnan(y, stream=s), stream=s)  # noqa: F821
+        out = logical_or(out, nan_pair, stream=s)
+    return out
 
 
 def allclose(a, b_, /, rtol=1e-5, atol=1e-8, *, equal_nan=False, stream=None):
@@ -460,14 +509,19 @@ def array_equal(a, b_, /, equal_nan=False, *, stream=None):
     x, y = b.as_array(a, "array_equal"), b.as_array(b_, "array_equal")
     if x._shape != y._shape:
         return b.array(False)
-    if equal_nan:
-        return all_(isclose(x, y, 0.0, 0.0, equal_nan=True, stream=stream), stream=stream)
-    return all_(equal(x, y, stream=stream), stream=stream)  # noqa: F821
+    same = equal(x, y, stream=stream)  # noqa: F821
+    if equal_nan:  # MLX's NaNEqual: `x == y || (isnan(x) && isnan(y))`
+        nan_pair = logical_and(isnan(x, stream=stream), isnan(y, stream=stream),  # noqa: F821
+                               stream=stream)
+        same = logical_or(same, nan_pair, stream=stream)
+    return all_(same, stream=stream)
 
 
 def _divmod(xp, x, y, dtype):
+    """floor_divide's and remainder's kernels (MLX's DivMod computes the same: `inf // 2`
+    is inf, bools are logical), not NumPy's divmod."""
     x, y = b.cast(x, dtype), b.cast(y, dtype)
-    return xp.floor_divide(x, y), xp.remainder(x, y)
+    return _floor_divide(xp, x, y), _remainder(xp, x, y)
 
 
 # one primitive, as MLX's DivMod: its derivatives are zero (both results are piecewise
@@ -501,9 +555,12 @@ def divmod(a, b_, stream=None):  # noqa: A001 (MLX's name)
 
 
 def _nan_to_num(xp, a, nan, posinf, neginf):
-    out = xp.where(xp.isnan(a), a.dtype.type(nan), a)
-    out = xp.where(out == a.dtype.type(math.inf), a.dtype.type(posinf), out)
-    return xp.where(out == a.dtype.type(-math.inf), a.dtype.type(neginf), out)
+    """Each replacement picked on the input, as MLX (`nan=inf` stays inf, it is not then
+    taken for an infinity); the values come rounded to float32 (MLX takes floats)."""
+    t = a.dtype.type
+    out = xp.where(a != a, t(nan), a)
+    out = xp.where(a == t(math.inf), t(posinf), out)
+    return xp.where(a == t(-math.inf), t(neginf), out)
 
 
 _NAN_TO_NUM = b.make("nan_to_num", _nan_to_num, vmap=rules.elementwise_vmap,
@@ -512,17 +569,25 @@ _NAN_TO_NUM = b.make("nan_to_num", _nan_to_num, vmap=rules.elementwise_vmap,
                                              "nan_to_num"))
 
 
+def _f32(v):
+    with np.errstate(over="ignore"):
+        return float(np.float32(v))
+
+
 def nan_to_num(a, /, nan=0.0, posinf=None, neginf=None, *, stream=None):
-    """Replace NaN by `nan` and infinities by `posinf`/`neginf` (default: the dtype's limits)."""
+    """Replace NaN by `nan` and infinities by `posinf`/`neginf` (default: the dtype's limits,
+    which MLX knows for float16, bfloat16 and float32 only)."""
     a = b.as_array(a, "nan_to_num")
     d = a._dtype
-    if d.kind == "c":
-        raise ValueError(f"[nan_to_num] Does not yet support given type: {d.name}.")
-    if d.kind != "f":
+    if d.kind not in "fc":
         return b.alias(a, b.resolve(stream))
-    info = dt.finfo(d)
-    params = {"nan": float(nan), "posinf": info.max if posinf is None else float(posinf),
-              "neginf": info.min if neginf is None else float(neginf)}
+    # NOTE: MLX raises this for float64 too (it knows no float64 maximum); streamlet keeps
+    # float64's own limits there, which tests/test_transforms_gradcheck.py relies on
+    if (posinf is None or neginf is None) and d.kind == "c":
+        raise ValueError(f"[nan_to_num] Does not yet support given type: {d.name}.")
+    big = float(dt.finfo(d).max) if posinf is None or neginf is None else 0.0
+    params = {"nan": _f32(nan), "posinf": big if posinf is None else _f32(posinf),
+              "neginf": -big if neginf is None else _f32(neginf)}
     return b.node(_NAN_TO_NUM, (a,), a._shape, d, params, b.resolve(stream))
 
 

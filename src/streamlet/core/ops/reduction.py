@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import builtins
 
+import numpy as np
+
 
 from . import build as b
 from . import shape as _sh  # the rules' ops (imported once: hot path)
@@ -31,13 +33,59 @@ def _var_dtype(d):
     return dt.float32 if d.kind == "c" else dt.to_inexact(d)
 
 
-def _logsumexp(xp, a, axis, keepdims):
+_HALF = ("float16", "bfloat16")
+
+
+def _wide(a):
+    """float16 and bfloat16 inputs as float32: MLX's CPU reductions accumulate those in
+    float32 and round once (NumPy adds bfloat16, and float16 along a strided axis, in the
+    half type: a sum of 3000 bfloat16 ones was 256)."""
+    return a.astype("float32") if a.dtype.name in _HALF else a
+
+
+def _total(xp, a, axis, keepdims, dtype):
+    if not axis:  # no axis reduced: the input itself (NumPy's sum makes -0 a 0)
+        return a.astype(dtype)
+    return xp.sum(_wide(a), axis, None if a.dtype.name in _HALF else dtype,
+                  keepdims=keepdims).astype(dtype, copy=False)
+
+
+def _product(xp, a, axis, keepdims, dtype):
+    if not axis:
+        return a.astype(dtype)
+    return xp.prod(_wide(a), axis, None if a.dtype.name in _HALF else dtype,
+                   keepdims=keepdims).astype(dtype, copy=False)
+
+
+def _last_dim(shape, axis):
+    """MLX's test for its LogSumExp kernel: the reduced axes end with the last one, the
+    others before it consecutive and of size 1."""
+    if not axis or axis[-1] != len(shape) - 1:
+        return False
+    return builtins.all(axis[i] + 1 == axis[i + 1] and shape[axis[i]] == 1
+               for i in range(len(axis) - 1))
+
+
+def _logsumexp(xp, a, axis, keepdims, dtype):
+    if a.size and a.dtype.kind != "c" and not _last_dim(a.shape, axis):
+        # MLX composes it here, each op in its own dtype (the sum accumulating in float32
+        # for the half types): log(sum(exp(a - max))) + max, or max where that is
+        # infinite; `a - max` is in the input's dtype, so integers wrap
+        from .elementwise import BINARY
+        m = xp.max(a, axis=axis, keepdims=True)
+        e = xp.exp(BINARY["subtract"][0](xp, a, m).astype(dtype))
+        mf = m.astype(dtype)
+        out = xp.log(_total(xp, e, axis, True, dtype)) + mf
+        out = xp.where(xp.isinf(mf), mf, out)
+        return out if keepdims else xp.squeeze(out, axis=axis)
+    a = _wide(a.astype(dtype, copy=False))  # MLX's kernel: in float32 for the half types, rounded once
     if a.size == 0:
-        return xp.log(xp.sum(xp.exp(a), axis=axis, keepdims=keepdims))
+        out = xp.log(xp.sum(xp.exp(a), axis=axis, keepdims=keepdims))
+        return out.astype(dtype, copy=False)
     m = xp.max(a, axis=axis, keepdims=True)
     m = xp.where(xp.isfinite(m), m, xp.zeros_like(m))
     out = xp.log(xp.sum(xp.exp(a - m), axis=axis, keepdims=True)) + m
-    return out if keepdims else xp.squeeze(out, axis=axis)
+    return (out if keepdims else xp.squeeze(out, axis=axis)).astype(dtype, copy=False)
 
 
 def _count(a, axis):
@@ -47,26 +95,47 @@ def _count(a, axis):
     return n
 
 
-# mean and var divide by the count here, not inside NumPy, whose empty-slice
-# warnings would come from NumPy's own frames and escape our warnings filter.
+def _const(value, dtype):
+    """MLX's `array(value, dtype)` of a double (through float32 for the half types), as a
+    NumPy scalar (a CuPy array takes it as an operand, not a 0-d NumPy array)."""
+    with np.errstate(all="ignore"):
+        v = np.float64(value)
+        if np.dtype(dtype).name in _HALF:
+            v = np.float32(v)
+        return np.asarray(v).astype(dtype)[()]
+
+
+# mean and var as MLX composes them: mean is `sum(a) * (1 / N)` (the sum in sum's dtype,
+# so integers wrap; the reciprocal an array of the mean's dtype), var sums the squared
+# deviations in the input's float type and multiplies by 1 / N (divides by max(N - ddof, 0)).
+# The count's division happens here, not inside NumPy, whose empty-slice warnings would
+# come from NumPy's own frames and escape our warnings filter.
 def _mean(xp, a, axis, keepdims, dtype):
-    acc = "float32" if a.dtype.itemsize < 4 and a.dtype.kind == "f" else dtype
-    total = xp.sum(a, axis, acc, keepdims=keepdims)
-    return (total / xp.asarray(_count(a, axis), dtype=total.dtype)).astype(dtype)
+    total = _total(xp, a, axis, keepdims, _sum_dtype(dt.from_numpy(a.dtype)).np
+                   if a.dtype.kind in "biu" else a.dtype)
+    n = _count(a, axis)
+    with np.errstate(all="ignore"):
+        return total.astype(dtype, copy=False) * _const(1.0 / n if n else np.inf, dtype)
 
 
 def _var(xp, a, axis, keepdims, ddof, root):
-    if a.dtype.kind == "c":
-        x = a
-    elif a.dtype.kind != "f" or a.dtype.itemsize < 4:
-        x = a.astype("float32")
-    else:
-        x = a
-    centered = x - _mean(xp, x, axis, True, x.dtype)
-    sq = centered.real ** 2 + centered.imag ** 2 if x.dtype.kind == "c" else centered * centered
-    total = xp.sum(sq, axis, keepdims=keepdims)
-    out = total / xp.asarray(builtins.max(_count(a, axis) - ddof, 0), dtype=total.dtype)
-    return xp.sqrt(out) if root else out
+    dtype = dt.to_inexact(dt.from_numpy(a.dtype)).np
+    x = a.astype(dtype, copy=False)
+    with np.errstate(all="ignore"):
+        d = x - _mean(xp, a, axis, True, dtype)
+        if d.dtype.kind == "c":
+            sq = d.real * d.real + d.imag * d.imag  # real(d * conj(d))
+            dtype = sq.dtype
+        else:
+            sq = d * d
+        v = _total(xp, sq, axis, keepdims, dtype)
+        n = _count(a, axis)
+        if ddof:
+            norm = xp.maximum(_const(n, dtype) - _const(ddof, dtype), _const(0, dtype))
+            v = v / norm
+        else:
+            v = v * _const(1.0 / n if n else np.inf, dtype)
+        return xp.sqrt(v) if root else v
 
 
 # -- transform rules: the cotangent of the reduced result spread back over the input ------
@@ -174,9 +243,9 @@ def _no_jvp(t, out, x, **params):
 # name: (kernel(xp, a, axis, keepdims, **extra), output dtype rule, empty allowed, vjp, jvp)
 # (a rule left None is derived: jvp from vjp by the transform)
 REDUCTIONS = {
-    "sum": (lambda xp, a, axis, keepdims, dtype: xp.sum(a, axis, dtype, keepdims=keepdims),
+    "sum": (_total,
             _sum_dtype, True, _sum_vjp, _sum_jvp),
-    "prod": (lambda xp, a, axis, keepdims, dtype: xp.prod(a, axis, dtype, keepdims=keepdims),
+    "prod": (_product,
              _sum_dtype, True, _prod_vjp, None),
     "max": (lambda xp, a, axis, keepdims, dtype: xp.max(a, axis, keepdims=keepdims), _same, False,
             _extreme_vjp, None),
@@ -187,8 +256,7 @@ REDUCTIONS = {
     "any": (lambda xp, a, axis, keepdims, dtype: xp.any(b.truth(xp, a), axis, keepdims=keepdims),
             _bool, True, _no_vjp, _no_jvp),
     "mean": (_mean, dt.to_inexact, True, _mean_vjp, _mean_jvp),
-    "logsumexp": (lambda xp, a, axis, keepdims, dtype: _logsumexp(xp, a.astype(dtype), axis,
-                                                                 keepdims), dt.to_inexact, None,
+    "logsumexp": (_logsumexp, dt.to_inexact, None,
                   _logsumexp_vjp, None),  # None: no empty array at all, as MLX
 }
 
@@ -314,15 +382,13 @@ def _make_arg(name, kernel):
     def op(a, /, axis=None, keepdims=False, *, stream=None):
         st = b.resolve(stream)
         a = b.as_array(a, name)
+        if a.size == 0:  # MLX refuses any empty array, whatever the axis
+            raise ValueError(f"[{name}] Cannot {name} reduce zero size array.")
         if axis is None:
-            if a.size == 0:
-                raise ValueError(f"[{name}] Cannot {name} of an empty array.")
             shape = (1,) * a.ndim if keepdims else ()
             return b.node(prim, (a,), shape, dt.uint32, {"axis": None, "keepdims": bool(keepdims)},
                           st)
         ax = b.normalize_axis(axis, a.ndim, name)
-        if a._shape[ax] == 0:
-            raise ValueError(f"[{name}] Cannot {name} over axis {ax} with size 0.")
         shape = _out_shape(a._shape, (ax,), keepdims)
         return b.node(prim, (a,), shape, dt.uint32, {"axis": ax, "keepdims": bool(keepdims)}, st)
     b.rename(op, name)
