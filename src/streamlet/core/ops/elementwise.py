@@ -255,7 +255,7 @@ def _extreme(name):
     compare as MLX's do, by real part, then imaginary part."""
     def kernel(xp, x, y):
         k = x.dtype.kind
-        if k in "biu":
+        if k in "biu" or (k == "f" and x.dtype.itemsize >= 4):  # NumPy's own agrees there
             return getattr(xp, name)(x, y)
         if k == "c":
             xr, yr = x.real, y.real
@@ -267,6 +267,19 @@ def _extreme(name):
         take = x < y if name == "minimum" else x > y
         return xp.where(take | (x != x), x, y)
     return kernel
+
+
+def _extreme_into(name):
+    """`_extreme(name)` writing into `out` (`Primitive.donate`; donation leaves out the
+    half types): NumPy's ufunc for real numbers, MLX's rule for complex ones."""
+    ufunc, kernel = getattr(np, name), _extreme(name)
+
+    def into(x, y, out):
+        if out.dtype.kind == "c":
+            out[...] = kernel(np, x, y)
+            return out
+        return ufunc(x, y, out=out)
+    return into
 
 
 def _shift_rule(d):
@@ -374,7 +387,8 @@ _UFUNCS = {name: getattr(np, name) for name in (
     "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "sinh", "cosh", "conj", "add",
     "multiply", "arctan2", "bitwise_and", "bitwise_or",
     "bitwise_xor")}
-_UFUNCS.update(abs=np.absolute, divide=np.true_divide)
+_UFUNCS.update(abs=np.absolute, divide=np.true_divide, minimum=_extreme_into("minimum"),
+               maximum=_extreme_into("maximum"))
 
 # The rows with a GPU kernel of their own (the others run their kernel on CuPy arrays):
 # erfinv's emulated fused multiply-adds would be hundreds of CuPy launches.
