@@ -504,6 +504,35 @@ def test_random_numbers_match_the_cpu():
         np.testing.assert_allclose(g, c, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("n", [1, 2, 7, 2047, 4099])
+def test_normal_gives_the_cpus_bits_for_one_key_and_many(n):
+    """One key and a batch of keys (a vmapped draw), sizes around the kernel's 4 pairs per
+    thread: the GPU's bits are the CPU's."""
+    k = mx.random.key(11)
+    draw = lambda s: mx.random.normal(shape=(n,), key=k, stream=s)  # noqa: E731
+    np.testing.assert_array_equal(np.array(draw(G)).view(np.uint32),
+                                  np.array(draw(mx.cpu)).view(np.uint32))
+    keys = mx.random.split(k, 3)
+    many = lambda s: mx.vmap(lambda kk: mx.random.normal((n,), key=kk, stream=s))(keys)  # noqa: E731
+    np.testing.assert_array_equal(np.array(many(G)).view(np.uint32),
+                                  np.array(many(mx.cpu)).view(np.uint32))
+
+
+def test_random_kernels_with_64_bit_indices_match_the_32_bit_ones():
+    """Draws of 2^31 values or more index in 64 bits: the same kernels otherwise."""
+    from streamlet.backend import cuda_random as cr
+    keys = cp.asarray(np.array([[5, 6], [7, 8]], np.uint32))
+    for mode in (cr.WORDS, cr.UNIT, cr.NORMAL):
+        n = 4099
+        short = cr.fill(keys, n, mode)
+        wide = cp.empty_like(short)
+        threads = -(-(n - n // 2) * 2 // cr.PER)
+        cr._kernel(cr._NAMES[mode])((-(-threads // 128),), (128,), (
+            keys, wide, np.uint64(n), np.uint64(2), np.float32(1.0)))
+        np.testing.assert_array_equal(cp.asnumpy(wide).view(np.uint32),
+                                      cp.asnumpy(short).view(np.uint32))
+
+
 # -- several GPUs (issue 6) ------------------------------------------------------------------
 requires_two = pytest.mark.skipif(mx.device_count(G) < 2, reason="needs two GPUs")
 
