@@ -266,7 +266,9 @@ def wrap(n) -> array:
 
 def const(value, dtype) -> array:
     """A scalar input of an op, already evaluated and usable on any device (a float NaN or
-    infinity as an integer is what C's conversion gives, as in MLX)."""
+    infinity as an integer is what C's conversion gives, as in MLX; a float for float16
+    goes through float32, `dt.scalar_value`)."""
+    value = dt.scalar_value(value, dtype)
     try:
         data = dtype.np.type(value)
     except (ValueError, OverflowError):

@@ -154,6 +154,15 @@ def check_int(value, d: Dtype, op: str) -> None:
         raise ValueError(f"[{op}] Converting {value} to {d.name} would result in overflow.")
 
 
+def scalar_value(value, d: Dtype):
+    """A Python float meant for float16, through float32 as MLX converts it (rounding twice:
+    2049.0000001 becomes 2048, not 2050); any other value as it is."""
+    if d is float16 and isinstance(value, float):
+        with np.errstate(over="ignore"):
+            return np.float32(value)
+    return value
+
+
 def weak_scalar_dtype(array_dtype: Dtype, value) -> Dtype:
     """The result dtype of an array combined with a Python scalar (a 'weak' type)."""
     if isinstance(value, (bool, np.bool_)):

@@ -23,9 +23,13 @@ def _empty_states(tree):
 
 
 def _grow_state(params, state):
-    """``state`` extended (in place where it is a dict) to cover every leaf of ``params``."""
+    """``state`` extended (in place where it is a dict) to cover every leaf of ``params``.
+
+    A sequence's state entries are each grown with the parameter at their index, so a state
+    longer than ``params`` is an ``IndexError`` (as MLX), not silently cut."""
     if isinstance(params, (list, tuple)):
-        state = [_grow_state(p, s) for p, s in zip(params, state)] + \
+        state = list(state)
+        state = [_grow_state(params[i], s) for i, s in enumerate(state)] + \
             list(_empty_states(params[len(state):]))
         return type(params)(state)
     if isinstance(params, dict):
@@ -203,6 +207,7 @@ def _lr(optimizer, gradient):
 
 
 def _check(condition, message):
+    """A ValueError unless ``condition``; callers spell it as MLX does, so NaN passes."""
     if not condition:
         raise ValueError(message)
 
@@ -223,7 +228,7 @@ class SGD(Optimizer):
 
     def __init__(self, learning_rate: Schedule, momentum: float = 0.0,
                  weight_decay: float = 0.0, dampening: float = 0.0, nesterov: bool = False):
-        _check(not nesterov or (momentum > 0 and dampening == 0),
+        _check(not (nesterov and (momentum <= 0 or dampening != 0)),
                "Nesterov momentum requires a momentum and zero dampening.")
         super().__init__()
         self._maybe_schedule("learning_rate", learning_rate)
@@ -263,8 +268,8 @@ class RMSprop(Optimizer):
         self._maybe_schedule("learning_rate", learning_rate)
         self.alpha = alpha
         self.eps = eps
-        _check(alpha >= 0.0, f"RMSprop alpha should be >=0, {alpha} was provided instead")
-        _check(eps > 0.0, f"RMSprop epsilon should be >0, {eps} was provided instead")
+        _check(not alpha < 0.0, f"RMSprop alpha should be >=0, {alpha} was provided instead")
+        _check(not eps <= 0.0, f"RMSprop epsilon should be >0, {eps} was provided instead")
 
     def init_single(self, parameter, state):
         state["v"] = mx.zeros_like(parameter)
@@ -290,7 +295,7 @@ class Adagrad(Optimizer):
         super().__init__()
         self._maybe_schedule("learning_rate", learning_rate)
         self.eps = eps
-        _check(eps > 0.0, f"Adagrad epsilon should be >0, {eps} was provided instead")
+        _check(not eps <= 0.0, f"Adagrad epsilon should be >0, {eps} was provided instead")
 
     def init_single(self, parameter, state):
         state["v"] = mx.zeros_like(parameter)
@@ -319,8 +324,8 @@ class AdaDelta(Optimizer):
         self._maybe_schedule("learning_rate", learning_rate)
         self.rho = rho
         self.eps = eps
-        _check(rho >= 0.0, f"AdaDelta rho should be >=0, {rho} was provided instead")
-        _check(eps > 0.0, f"AdaDelta epsilon should be >0, {eps} was provided instead")
+        _check(not rho < 0.0, f"AdaDelta rho should be >=0, {rho} was provided instead")
+        _check(not eps <= 0.0, f"AdaDelta epsilon should be >0, {eps} was provided instead")
 
     def init_single(self, parameter, state):
         state["v"] = mx.zeros_like(parameter)

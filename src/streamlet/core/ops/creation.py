@@ -71,7 +71,7 @@ def full(shape, vals, dtype=None, *, stream=None):
         return broadcast_to(v, shape, stream=stream)
     d = _dtype(dtype, dt.scalar_dtype(vals))
     dt.check_int(vals, d, "full")  # when built, not when the kernel meets it
-    return filled(shape, vals, d, b.resolve(stream))
+    return filled(shape, dt.scalar_value(vals, d), d, b.resolve(stream))
 
 
 def filled(shape, value, d, state):
@@ -115,7 +115,8 @@ def full_like(a, /, fill_value, dtype=None, *, stream=None):
     if isinstance(fill_value, b.array) or not b.is_scalar(fill_value):
         return full(a._shape, fill_value, d, stream=stream)
     dt.check_int(fill_value, d, "full_like")
-    return b.node(_FULL_LIKE, (a,), a._shape, d, {"value": fill_value, "dtype": d.np},
+    return b.node(_FULL_LIKE, (a,), a._shape, d, {"value": dt.scalar_value(fill_value, d),
+                                                  "dtype": d.np},
                   b.resolve(stream))
 
 

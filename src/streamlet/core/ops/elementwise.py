@@ -380,6 +380,16 @@ def _in_float32(fn):
     return kernel
 
 
+def _rsqrt_kernel(xp, a):
+    """MLX's CPU takes a half type's rsqrt as the reciprocal of its square root rounded to
+    that type, rounding twice (`rsqrt(bfloat16(1.0703125))` is 0.96875, not 0.96484375);
+    its GPU rounds once."""
+    if xp is not np or a.dtype not in _HALF:
+        return _in_float32(_rsqrt)(xp, a)
+    root = np.sqrt(a.astype("float32")).astype(a.dtype).astype("float32")
+    return (np.float32(1) / root).astype(a.dtype)
+
+
 # The rows whose kernel is one NumPy ufunc: on the CPU they may write into a donated
 # input's buffer (`Primitive.donate`).
 _UFUNCS = {name: getattr(np, name) for name in (
@@ -396,6 +406,7 @@ _GPU = {"erfinv": b.GpuKernel("streamlet.backend.cuda_random:erfinv")}
 
 for _name, _row in UNARY.items():
     _fn = _row[0] if _name in _OWN_PRECISION else _in_float32(_row[0])
+    _fn = _rsqrt_kernel if _name == "rsqrt" else _fn
     globals()[_name] = factory.unary(_name, _fn, *_row[1:], ufunc=_UFUNCS.get(_name),
                                      gpu=_GPU.get(_name), cform=cforms.UNARY.get(_name))
 for _name, _row in BINARY.items():
