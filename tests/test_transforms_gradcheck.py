@@ -167,8 +167,8 @@ def _take_idx():
     return mx.array([2, 0, 3, 3])
 
 
-def _slogdet(a):
-    sign, logdet = mx.linalg.slogdet(a)
+def _slogdet(a, stream=None):
+    sign, logdet = mx.linalg.slogdet(a, stream=stream)
     return logdet
 
 
@@ -333,7 +333,8 @@ CASES = [
          well_conditioned(3)),
     Case("det", lambda a: mx.linalg.det(a, stream=CPU), well_conditioned(3, (2,))),
     Case("det_4x4", lambda a: mx.linalg.det(a, stream=CPU), well_conditioned(4)),
-    Case("slogdet", lambda a: _slogdet(a), well_conditioned(3)),
+    Case("slogdet", lambda a: _slogdet(a), well_conditioned(3)),  # MLX's closed form
+    Case("slogdet_4x4", lambda a: _slogdet(a, CPU), well_conditioned(4)),
     # fft
     Case("fft", lambda x: mx.fft.fft(x, axis=0), (4, 3), low=True),
     Case("ifft_n", lambda x: mx.fft.ifft(x, n=6), (2, 4), low=True),

@@ -21,6 +21,13 @@ _NORMS = ("backward", "ortho", "forward")
 
 
 def _transform(xp, x, s, axes, norm, kind, compute, out):
+    if x.size == 0:  # all zero-padding: NumPy's irfftn would read uninitialized memory
+        shape = list(x.shape)
+        for axis, n in zip(axes, s):
+            shape[axis] = n
+        if kind == "rfftn":
+            shape[axes[-1]] = s[-1] // 2 + 1
+        return xp.zeros(tuple(shape), out)
     x = b.cast(x, compute) if kind != "rfftn" else b.cast(xp.real(x), compute)
     fn = getattr(xp.fft, kind)
     return fn(x, s=s, axes=axes, norm=norm).astype(out, copy=False)
@@ -164,8 +171,10 @@ rfftn, irfftn = _n_axes("rfftn", "rfftn"), _n_axes("irfftn", "irfftn")
 
 # -- frequencies and shifts ---------------------------------------------------------------
 def _freq(xp, n, d, real):
-    f = xp.fft.rfftfreq(n, d) if real else xp.fft.fftfreq(n, d)
-    return f.astype(xp.float32)
+    """The frequency indices times 1 / (n d), both float32 (MLX rounds the scale first)."""
+    k = xp.arange(n // 2 + 1) if real else \
+        xp.concatenate([xp.arange((n + 1) // 2), xp.arange(-(n // 2), 0)])
+    return k.astype(xp.float32) * xp.float32(1.0 / (n * d))
 
 
 _FREQ = b.make("fftfreq", _freq)

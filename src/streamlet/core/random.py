@@ -24,7 +24,7 @@ from .ops import build as b
 from .ops import elementwise as ew
 from .ops import rules
 from .ops import threefry as tf
-from .ops.build import dt
+from .ops.build import BadType, dt
 from .ops.creation import _cast
 from .ops.linalg import matmul
 from .ops.reduction import argmax
@@ -69,10 +69,10 @@ _local = _Local()
 
 
 def _check_seed(seed, op):
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+    if not isinstance(seed, (int, np.integer)):
         raise TypeError(f"[{op}] Expected an integer seed, got {type(seed).__name__}.")
-    if not 0 <= int(seed) < 1 << 64:
-        raise ValueError(f"[{op}] Seed {seed} is outside [0, 2**64).")
+    if not 0 <= int(seed) < 1 << 64:  # MLX's binding refuses it as a uint64: a TypeError
+        raise BadType(f"[{op}] Seed {seed} is outside [0, 2**64).")
     return int(seed)
 
 
@@ -277,7 +277,7 @@ _BELOW_ONE = {dt.float32: tf.BELOW_ONE}
 def _upper(d, op):
     """The largest value below 1 in dtype `d`, as float32 (MLX clamps uniform draws to it)."""
     if d.size > 4:
-        raise ValueError(f"[{op}] Unsupported type {d}: uniform draws are float32 at most.")
+        raise RuntimeError(f"[{op}] Unsupported type {d}: uniform draws are float32 at most.")
     if d not in _BELOW_ONE:
         _BELOW_ONE[d] = np.float32(np.nextafter(d.np.type(1), d.np.type(0)))
     return _BELOW_ONE[d]
@@ -370,7 +370,7 @@ def normal(shape=(), dtype=dt.float32, loc=None, scale=None, key=None, *, stream
         out = ew.multiply(applied, e, stream=stream)
     else:
         out = _normal_node(k, shape, d, st, "standard")
-    if loc is not None and not _is_number(loc, 0):
+    if loc is not None:  # even 0: 0 + -0.0 is 0.0
         out = ew.add(_bound(loc, d, "normal", stream), out, stream=stream)
     return out
 
@@ -393,11 +393,9 @@ def randint(low, high, shape=(), dtype=dt.int32, key=None, *, stream=None):
     k = _get_key(key, "randint")
     lo, hi = b.as_array(low, "randint"), b.as_array(high, "randint")
     u = ew.floor(uniform(lo, hi, shape, dt.float32, k, stream=stream), stream=stream)
-    if d is dt.bool_:
-        return _cast(ew.maximum(u, lo, stream=stream), d, stream=stream)
     # NOTE: MLX 0.32.4 rounds down, then clamps to [low, high - 1] in the output dtype
-    # (float32 rounding can reach `high`; bounds outside the dtype wrap first)
-    top = ew.subtract(_cast(hi, d, stream=stream), 1, stream=stream)
+    # (float32 rounding can reach `high`); `high - 1` is taken in high's dtype, then cast
+    top = _cast(ew.subtract(hi, b.const(1, hi.dtype), stream=stream), d, stream=stream)
     x = ew.minimum(_cast(u, d, stream=stream), top, stream=stream)
     return ew.maximum(x, _cast(lo, d, stream=stream), stream=stream)
 
@@ -519,13 +517,19 @@ def laplace(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None, *, stream=
     """
     shape = _shape(shape, "laplace")
     d = _float_dtype(dtype, "laplace")
+    if not (b.is_scalar(loc) and b.is_scalar(scale)) or isinstance(loc + scale, complex):
+        raise TypeError(f"[laplace] loc and scale must be floats, got {type(loc).__name__} "
+                        f"and {type(scale).__name__}.")
     u = uniform(tf.NORMAL_LOW, 1.0, shape, dt.float32, _get_key(key, "laplace"), stream=stream)
     neg = ew.negative(ew.abs(u, stream=stream), stream=stream)
-    mag = b.node(LOG1P, (neg,), shape, dt.float32, b.NO_PARAMS, b.resolve(stream))
+    if d is dt.float64:  # MLX's `-1 (as dtype) * |u|` promotes: log1p is float64's
+        mag = ew.log1p(_cast(neg, d, stream=stream), stream=stream)
+    else:
+        mag = b.node(LOG1P, (neg,), shape, dt.float32, b.NO_PARAMS, b.resolve(stream))
     out = _cast(ew.multiply(ew.sign(u, stream=stream), mag, stream=stream), d, stream=stream)
-    if scale != 1.0:
+    if np.float32(scale) != 1.0:  # MLX takes loc and scale as C floats
         out = ew.multiply(b.const(np.float32(scale), d), out, stream=stream)
-    if loc != 0.0:
+    if np.float32(loc) != 0.0:
         out = ew.add(b.const(np.float32(loc), d), out, stream=stream)
     return out
 
@@ -566,7 +570,9 @@ def permutation(x, axis=0, key=None, *, stream=None):
     """
     st = b.resolve(stream)
     if b.is_scalar(x):
-        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0:
+        if not isinstance(x, (int, np.integer)):
+            raise BadType(f"[permutation] Expected an integer or an array, got {x!r}.")
+        if x < 0:
             raise ValueError(f"[permutation] Expected a non-negative integer, got {x!r}.")
         k = _get_key(key, "permutation")
         return b.node(PERMUTATION, (k,), (int(x),), dt.uint32, {"n": int(x)}, st)

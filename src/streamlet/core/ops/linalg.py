@@ -282,7 +282,7 @@ def _pivots(xp, perm, k):
 def _lu_factor_kernel(xp, a):
     """(LU packed, row permutation) of a batch of m x n matrices."""
     m, n = a.shape[-2:]
-    lu = a.reshape((-1, m, n)).copy()
+    lu = a.reshape((math.prod(a.shape[:-2]), m, n)).copy()  # -1 is ambiguous when empty
     perm = _getrf(xp, lu)
     return lu.reshape(a.shape), perm.reshape(a.shape[:-2] + (m,))
 
@@ -299,7 +299,7 @@ def _lu(xp, a):
 def _lu_factor(xp, a):
     lu, perm = _lu_factor_kernel(xp, a)
     m, n = a.shape[-2:]
-    piv = _pivots(xp, perm.reshape((-1, m)), min(m, n))
+    piv = _pivots(xp, perm.reshape((math.prod(a.shape[:-2]), m)), min(m, n))
     return lu, piv.reshape(a.shape[:-2] + (min(m, n),))
 
 
@@ -344,9 +344,11 @@ def _tri_inv(xp, a, upper):
 
 
 def _cholesky_inv(xp, a, upper):
-    f = _tri(xp, a, upper)
-    ft = xp.swapaxes(f, -1, -2)
-    return xp.linalg.inv(ft @ f if upper else f @ ft)
+    """inv(L)^T inv(L) (or inv(U) inv(U)^T), as MLX: forming L L^T first would square the
+    condition number."""
+    li = _tri_inv(xp, a, upper)
+    lt = xp.swapaxes(li, -1, -2)
+    return li @ lt if upper else lt @ li
 
 
 def _potrf2(a):
@@ -462,8 +464,8 @@ def _solve_tri_jvp(t, out, a, y, upper):
 
 
 def _cholesky_inv_composite(a, upper):
-    f = _triangle_of(a, upper)
-    return inv(_mT(f) @ f if upper else f @ _mT(f))
+    li = tri_inv(a, upper)
+    return li @ _mT(li) if upper else _mT(li) @ li
 
 
 def _det_vjp(c, d, a, result):  # d det = det tr(a^-1 da)
@@ -611,8 +613,28 @@ def _det_input(a, op, st):
     if a._shape[-1] > 3 and out not in _REAL:  # MLX has closed forms up to 3 x 3 only
         raise ValueError(f"[linalg::lu_factor] Arrays must have type float32 or float64. "
                          f"Received array with type {a._dtype.name}.")
-    compute = out if out in _REAL else dt.float32
-    return _astype(a, compute, st), out
+    return _astype(a, out, st), out
+
+
+def _det_small(a, st):
+    """MLX's closed form of the determinant up to 3 x 3: elementwise ops in a's dtype."""
+    from .indexing import getitem
+    s = st.stream
+    n = a._shape[-1]
+    if n == 0:
+        return _sh.broadcast_to(bl.const(1.0, a._dtype), a._shape[:-2], stream=s)
+    e = [[getitem(a, (Ellipsis, i, j), stream=s) for j in range(n)] for i in range(n)]
+    if n == 1:
+        return e[0][0]
+
+    def cross2(i, j, k, m):  # e[i][j] * e[k][m] - e[i][m] * e[k][j]
+        return _ew.subtract(_ew.multiply(e[i][j], e[k][m], stream=s),
+                            _ew.multiply(e[i][m], e[k][j], stream=s), stream=s)
+    if n == 2:
+        return cross2(0, 0, 1, 1)
+    terms = [_ew.multiply(e[0][j], cross2(1, k, 2, m), stream=s)
+             for j, k, m in ((0, 1, 2), (1, 0, 2), (2, 0, 1))]
+    return _ew.add(_ew.subtract(terms[0], terms[1], stream=s), terms[2], stream=s)
 
 
 def _astype(a, d, st):
@@ -624,6 +646,8 @@ def det(a, *, stream=None):
     """Determinant; integers give float32, float16 and bfloat16 keep their type."""
     st = bl.resolve(stream)
     a, out = _det_input(a, "linalg::det", st)
+    if a._shape[-1] <= 3:
+        return _det_small(a, st)
     return _unary(_DET, a, a._shape[:-2], out, st, result=out.np)
 
 
@@ -631,6 +655,10 @@ def slogdet(a, *, stream=None):
     """(sign, log|det|) of square matrices; a singular matrix gives (0, -inf)."""
     st = bl.resolve(stream)
     a, out = _det_input(a, "linalg::slogdet", st)
+    if a._shape[-1] <= 3:
+        raw = _det_small(a, st)
+        return (_ew.sign(raw, stream=st.stream),
+                _ew.log(_ew.abs(raw, stream=st.stream), stream=st.stream))
     shape = a._shape[:-2]
     return bl.multi(_SLOGDET, (a,), [(shape, out), (shape, out)], {"result": out.np}, st)
 
@@ -854,6 +882,24 @@ def _norm_axes(a, ord, axis, op):
     return norm_axes
 
 
+def _check_norm_reduction(a, ord, axes, keepdims):
+    """MLX's norms with a max or min reduce with it: over an empty axis, it raises."""
+    if axes is None or isinstance(ord, str) or ord is None or abs(ord) not in (1, 2, math.inf):
+        return
+    if len(axes) == 1:
+        if abs(ord) != math.inf:
+            return
+        size, shown = a._shape[axes[0]], axes[0]
+    elif abs(ord) == 2:  # over the singular values
+        size, shown = min(a._shape[i] for i in axes), a.ndim - 2
+    else:  # 1: over the column sums, inf: over the row sums
+        kept, gone = axes if ord in (math.inf, -math.inf) else axes[::-1]
+        size, shown = a._shape[kept], kept - (not keepdims and kept > gone)
+    if size == 0:
+        name = "max" if ord > 0 else "min"
+        raise ValueError(f"[{name}] Cannot {name} reduce over axis {shown} with size 0.")
+
+
 def _norm_result(dtype, ord, axes):
     """float32 for integers; complex input keeps complex64 (as MLX) unless the norm is a
     2-norm of a vector, Frobenius or nuclear."""
@@ -871,6 +917,7 @@ def norm(a, /, ord=None, axis=None, keepdims=False, *, stream=None):
     if ord is not None and not isinstance(ord, (str, numbers.Real)):
         raise TypeError(f"[{op}] ord must be None, a number or a string.")
     axes = _norm_axes(a, ord, axis, op)
+    _check_norm_reduction(a, ord, axes, keepdims)
     if axes is not None and len(axes) == 2 and ord in (2, -2, "nuc"):
         _cpu_only(st, "linalg::svd")
         _matrix(a, "linalg::svd", _REAL_OR_COMPLEX)
