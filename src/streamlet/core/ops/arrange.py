@@ -81,11 +81,11 @@ def repeat(array, repeats, axis=None, *, stream=None):
     from .shape import flatten
     a = b.as_array(array, "repeat")
     repeats = _ints(repeats, "repeat", "repeats")[0]
-    if repeats < 0:
-        raise ValueError("[repeat] Number of repeats cannot be negative")
     if axis is None:
         a, axis = flatten(a, stream=stream), 0
     ax = b.normalize_axis(axis, a.ndim, "repeat")
+    if repeats < 0:
+        raise ValueError("[repeat] Number of repeats cannot be negative")
     shape = a._shape[:ax] + (dims.dim(a._shape[ax] * repeats, "repeat"),) + a._shape[ax + 1:]
     return b.node(_REPEAT, (a,), shape, a._dtype, {"repeats": repeats, "axis": ax},
                   b.resolve(stream))
@@ -97,6 +97,8 @@ def _pad(xp, a, value, widths, mode):
         out[...] = value.astype(a.dtype)
         out[tuple(slice(lo, lo + n) for n, (lo, _) in zip(a.shape, widths))] = a
         return out
+    if a.size == 0:  # an edge pad of an empty array (MLX: zeros; NumPy refuses)
+        return xp.zeros(tuple(n + lo + hi for n, (lo, hi) in zip(a.shape, widths)), a.dtype)
     if xp is np:
         return np.pad(a, widths, mode=mode)
     for ax, w in enumerate(widths):  # NumPy's reads per axis (CuPy's differ for wide pads)
@@ -143,17 +145,25 @@ _PAD = b.make("pad", _pad, vjp=_pad_vjp, jvp=_pad_jvp, vmap=_pad_vmap, shape=_pa
 _PAD_MODES = ("constant", "edge", "reflect", "symmetric")
 
 
+_SEQUENCES = (tuple, list, np.ndarray)
+
+
 def _pad_widths(pad_width, ndim):
     if isinstance(pad_width, (int, np.integer)):
         pairs = [(int(pad_width),) * 2] * ndim
-    else:
-        seq = list(pad_width)
-        if seq and all(isinstance(v, (int, np.integer)) for v in seq):
-            seq = [tuple(seq)]
-        pairs = [(p[0], p[0]) if len(p) == 1 else tuple(p) for p in seq]
+    else:  # MLX takes an int, one or two ints, or a list of (low, high) pairs
+        seq = list(pad_width) if isinstance(pad_width, _SEQUENCES) else None
+        if seq and len(seq) <= 2 and all(isinstance(v, (int, np.integer)) for v in seq):
+            seq = [(seq[0], seq[-1])]
+        elif seq is None or not all(isinstance(p, _SEQUENCES) and len(p) == 2 and
+                                    all(isinstance(v, (int, np.integer)) for v in p)
+                                    for p in seq):
+            raise TypeError(f"[pad] pad_width must be an int, a tuple of one or two ints or "
+                            f"a list of (low, high) pairs, got {pad_width!r}.")
+        pairs = [tuple(p) for p in seq]
         if len(pairs) == 1:
             pairs = pairs * ndim
-    if len(pairs) != ndim or any(len(p) != 2 for p in pairs):
+    if len(pairs) != ndim:
         raise ValueError(f"Invalid number of padding sizes passed to pad with axes of size {ndim}")
     for ax, (lo, hi) in enumerate(pairs):
         for side, n in (("low", lo), ("high", hi)):
@@ -167,17 +177,30 @@ def pad(a, pad_width, mode="constant", constant_values=0, *, stream=None):
     """Pad with a constant, the edge values, or a reflection (no repeat of the edge
     for 'reflect', with it for 'symmetric'), as NumPy's `pad`."""
     a = b.as_array(a, "pad")
+    widths = _pad_widths(pad_width, a.ndim)
     if mode not in _PAD_MODES:
         raise ValueError(f"Invalid padding mode ({mode}) passed to pad")
-    widths = _pad_widths(pad_width, a.ndim)
+    if type(constant_values) is complex and a._dtype.kind != "c":  # MLX's cast of complex64
+        constant_values = bool(constant_values) if a._dtype.kind == "b" else \
+            constant_values.real
+    if b.is_scalar(constant_values):
+        dt.check_int(constant_values, a._dtype, "pad")
     value = b.scalar(constant_values, a._dtype) if b.is_scalar(constant_values) else \
         b.as_array(constant_values, "pad")  # a Python float keeps a float64 array's digits
     if value.ndim != 0:
-        raise ValueError("[pad] The padding value must be a scalar.")
+        if value.size == 0:
+            raise ValueError("[pad] The padding value must not be empty.")
+        value = value.reshape(-1)[0]  # as MLX: the first element of a larger array
+    if a.ndim == 0:
+        return b.alias(a, b.resolve(stream))
     if mode in ("reflect", "symmetric"):
         for n, (lo, hi) in zip(a._shape, widths):
             if n == 0 and lo + hi:
                 raise ValueError(f"[pad] Cannot {mode}-pad an empty axis.")
+    elif mode == "edge":  # MLX's edge of an empty axis is a pad cell: there must be one
+        for ax, (n, (lo, hi)) in enumerate(zip(a._shape, widths)):
+            if n == 0 and (lo > 0) != (hi > 0):
+                raise ValueError(f"[pad] Cannot edge-pad the empty axis {ax} on one side.")
     shape = tuple(n + lo + hi for n, (lo, hi) in zip(a._shape, widths))
     return b.node(_PAD, (a, value), shape, a._dtype, {"widths": widths, "mode": mode},
                   b.resolve(stream))
@@ -210,14 +233,19 @@ def roll(a, shift, axis=None, *, stream=None):
             shifts = (sum(shifts),)
         return b.node(_ROLL, (a,), a._shape, a._dtype, {"shift": shifts[0], "axis": None},
                       b.resolve(stream))
-    axes = _ints(axis, "roll", "axis")
+    if isinstance(axis, (int, np.integer)):  # shifts along one axis add up
+        axes, shifts = _ints(axis, "roll", "axis"), (sum(shifts),)
+    else:
+        axes = _ints(axis, "roll", "axis")
+        if not axes:
+            return b.alias(a, b.resolve(stream))
+        if isinstance(shift, (int, np.integer)):
+            shifts = shifts * len(axes)
+        elif len(shifts) < len(axes):
+            raise ValueError(f"[roll] At least one shift value per axis is required, "
+                             f"{len(shifts)} provided for {len(axes)} axes.")
+        shifts = shifts[:len(axes)]  # MLX ignores the extra ones
     axes = tuple(b.normalize_axis(x, a.ndim, "roll") for x in axes)
-    if len(shifts) == 1:
-        shifts = shifts * len(axes)
-    if len(axes) == 1 and len(shifts) > 1:
-        axes = axes * len(shifts)
-    if len(shifts) != len(axes):
-        raise ValueError(f"[roll] Got {len(shifts)} shifts and {len(axes)} axes.")
     return b.node(_ROLL, (a,), a._shape, a._dtype, {"shift": shifts, "axis": axes},
                   b.resolve(stream))
 
@@ -297,7 +325,7 @@ def tri(n, m=None, k=0, dtype=None, *, stream=None):
     """An n x m array with ones at and below diagonal `k`: `mx.tri(3)`."""
     m = n if m is None else m
     d = dt.float32 if dtype is None else dt.as_dtype(dtype)
-    shape = b.check_shape((n, m), "tri")
+    shape = b.check_shape((max(n, 0), max(m, 0)), "tri")  # MLX's aranges: negative is empty
     return b.node(_TRI, (), shape, d, {"n": shape[0], "m": shape[1], "k": int(k), "dtype": d.np},
                   b.resolve(stream))
 

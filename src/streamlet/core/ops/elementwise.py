@@ -222,7 +222,8 @@ def _logaddexp(xp, x, y):
     if x.dtype.kind == "c":
         first = (x.real > y.real) | ((x.real == y.real) & (x.imag >= y.imag))  # MLX's max
         hi, lo = xp.where(first, x, y), xp.where(first, y, x)
-        return hi + xp.log1p(xp.exp(lo - hi))  # MLX's branch: the larger real part's
+        out = hi + xp.log1p(xp.exp(lo - hi))  # MLX's branch: the larger real part's
+        return xp.where((lo == -math.inf) | (hi == math.inf), hi, out)  # MLX's mask
     out = xp.logaddexp(x, y)
     return xp.where(y == -math.inf, x, xp.where(x == -math.inf, y, out))
 
@@ -488,10 +489,13 @@ def clip(a, /, a_min, a_max, *, stream=None):
     if a_min is None and a_max is None:
         raise ValueError("[clip] At most one of a_min and a_max may be None.")
     a = b.as_array(a, "clip")
+    # as MLX: a scalar bound takes its dtype from `a`, not from the result of the first clip
+    lo = b.promote_pair(a, a_min, "clip")[1] if b.is_scalar(a_min) else a_min
+    hi = b.promote_pair(a, a_max, "clip")[1] if b.is_scalar(a_max) else a_max
     if a_min is not None:
-        a = maximum(a, a_min, stream=stream)  # noqa: F821 (made from the table above)
+        a = maximum(a, lo, stream=stream)  # noqa: F821 (made from the table above)
     if a_max is not None:
-        a = minimum(a, a_max, stream=stream)  # noqa: F821
+        a = minimum(a, hi, stream=stream)  # noqa: F821
     return a
 
 

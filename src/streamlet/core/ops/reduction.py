@@ -67,8 +67,8 @@ def _last_dim(shape, axis):
 
 
 def _logsumexp(xp, a, axis, keepdims, dtype):
-    if a.size and a.dtype.kind != "c" and not _last_dim(a.shape, axis):
-        # MLX composes it here, each op in its own dtype (the sum accumulating in float32
+    if a.size and (a.dtype.kind == "c" or not _last_dim(a.shape, axis)):
+        # MLX composes it here (and for complex), each op in its own dtype (the sum in float32
         # for the half types): log(sum(exp(a - max))) + max, or max where that is
         # infinite; `a - max` is in the input's dtype, so integers wrap
         from .elementwise import BINARY

@@ -44,11 +44,56 @@ def _accumulate(xp, name, a, axis):
     return out
 
 
+def _stepwise(xp, step, a, axis):
+    """The scan one position at a time: `out[i] = step(out[i - 1], a[i])` along `axis`."""
+    out = a.copy()
+    w = xp.moveaxis(out, axis, 0)
+    with np.errstate(all="ignore"):
+        for i in range(1, w.shape[0]):
+            w[i] = step(w[i - 1], w[i])
+    return out
+
+
+def _before(x, y):
+    """MLX's `x < y` of complex numbers: by real part, then by imaginary part (NaN: False)."""
+    return (y.real > x.real) | ((y.real == x.real) & (y.imag > x.imag))
+
+
+def _cummax(xp, a, axis):
+    if a.dtype.kind == "c" and xp.isnan(a).any():  # MLX's `x < y ? y : x`: no NaN kept
+        return _stepwise(xp, lambda y, x: xp.where(_before(x, y), y, x), a, axis)
+    return _accumulate(xp, "maximum", a, axis)
+
+
+def _cummin(xp, a, axis):
+    if a.dtype.kind == "c" and xp.isnan(a).any():  # MLX's `x < y ? x : y`
+        return _stepwise(xp, lambda y, x: xp.where(_before(x, y), x, y), a, axis)
+    out = _accumulate(xp, "minimum", a, axis)
+    if a.dtype.kind in "fV":
+        zero = out == 0
+        if zero.any():  # MLX keeps the running minimum on a tie: the first zero's sign
+            n = a.shape[axis]
+            at = xp.arange(n).reshape((n,) + (1,) * (a.ndim - axis - 1))
+            first = _accumulate(xp, "minimum", xp.where(a == 0, at, n - 1), axis)
+            negative = xp.take_along_axis(xp.signbit(a), first, axis)
+            out = xp.where(zero, xp.where(negative, -abs(out), abs(out)), out)
+    return out
+
+
 def _logcumsumexp(xp, a, axis):
-    work = a if a.dtype.itemsize >= 4 or a.dtype.kind == "c" else a.astype("float32")
-    if work.dtype.kind == "c":
-        return xp.log(xp.cumsum(xp.exp(work), axis))
-    return _accumulate(xp, "logaddexp", work, axis)
+    if a.dtype.kind == "c":  # MLX's logaddexp, step by step (log of cumsum changes branch)
+        from .elementwise import BINARY
+        add = BINARY["logaddexp"][0]
+        return _stepwise(xp, lambda y, x: add(xp, y, x), a, axis)
+    work = a if a.dtype.itemsize >= 4 else a.astype("float32")
+    out = _accumulate(xp, "logaddexp", work, axis)
+    zero = out == 0
+    if zero.any():  # MLX adds -inf exactly: a lone -0.0 among -infs stays -0.0
+        seen = work != -np.inf
+        lone = xp.cumsum(seen, axis) == 1
+        negative = xp.cumsum(seen & xp.signbit(work), axis) == 1
+        out = xp.where(zero & lone & negative, -abs(out), out)
+    return out
 
 
 # name: (scan(xp, a, axis) in the output dtype, output dtype rule, identity(xp, dtype))
@@ -57,8 +102,8 @@ SCANS = {
                lambda xp, d: 0),
     "cumprod": (lambda xp, a, axis: xp.cumprod(a, axis, dtype=a.dtype), _same,
                 lambda xp, d: 1),
-    "cummax": (lambda xp, a, axis: _accumulate(xp, "maximum", a, axis), _same, _lowest),
-    "cummin": (lambda xp, a, axis: _accumulate(xp, "minimum", a, axis), _same, _highest),
+    "cummax": (_cummax, _same, _lowest),
+    "cummin": (_cummin, _same, _highest),
     "logcumsumexp": (_logcumsumexp, dt.to_inexact, lambda xp, d: -np.inf),
 }
 
@@ -68,18 +113,17 @@ def _scan_kernel(fn, identity):
         a = b.cast(a, dtype)
         if reverse:
             a = xp.flip(a, axis)
+        if not inclusive and a.shape[axis]:  # as MLX: the identity is the first operand
+            head = [slice(None)] * a.ndim     # (an exclusive sum of -0.0 starts 0 + -0.0)
+            head[axis] = slice(0, 1)
+            body = list(head)
+            body[axis] = slice(None, -1)
+            first = xp.empty_like(a[tuple(head)])
+            first[...] = identity(xp, a.dtype)
+            a = xp.concatenate([first, a[tuple(body)]], axis)
         out = fn(xp, a, axis)
         if out.dtype != dtype:
             out = out.astype(dtype)
-        if not inclusive:
-            shifted = xp.empty_like(out)
-            head = [slice(None)] * a.ndim
-            head[axis] = slice(0, 1)
-            shifted[tuple(head)] = identity(xp, out.dtype)
-            rest, body = list(head), list(head)
-            rest[axis], body[axis] = slice(1, None), slice(None, -1)
-            shifted[tuple(rest)] = out[tuple(body)]
-            out = shifted
         return xp.flip(out, axis) if reverse else out
     return kernel
 

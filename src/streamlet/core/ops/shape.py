@@ -272,8 +272,9 @@ def flatten(a, /, start_axis=0, end_axis=-1, *, stream=None):
     a = b.as_array(a, "flatten")
     if a.ndim == 0:
         return reshape(a, (1,), stream=stream)
-    s = b.normalize_axis(start_axis, a.ndim, "flatten")
-    e = b.normalize_axis(end_axis, a.ndim, "flatten")
+    n = a.ndim  # as MLX: axes out of range are clamped to the first and the last
+    s, e = operator.index(start_axis), operator.index(end_axis)
+    s, e = max(s + n if s < 0 else s, 0), min(e + n if e < 0 else e, n - 1)
     if s > e:
         raise ValueError(f"[flatten] start_axis {start_axis} must not come after "
                          f"end_axis {end_axis}.")
@@ -470,8 +471,6 @@ def unflatten(a, /, axis, shape, *, stream=None):
 def unstack(x, /, *, axis=0, stream=None):
     """The slices of `x` along `axis`, as a tuple of arrays."""
     x = b.as_array(x, "unstack")
-    if x.ndim == 0:
-        raise ValueError("[unstack] Cannot unstack a scalar.")
     ax = b.normalize_axis(axis, x.ndim, "unstack")
     if x._shape[ax] == 0:
         return ()

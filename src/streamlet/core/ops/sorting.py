@@ -173,6 +173,9 @@ def searchsorted(sorted_sequence, values, /, side="left", *, stream=None):
 
 
 def _median(xp, a, axis, keepdims, dtype):
+    if a.size == 0:  # only kept axes are empty (NumPy's median can't reshape that)
+        return xp.zeros(tuple(1 if i in axis else n for i, n in enumerate(a.shape)
+                              if keepdims or i not in axis), dtype)
     work = "float32" if dtype in (dt.float16.np, dt.bfloat16.np) else dtype  # sees NaN
     return xp.asarray(xp.median(a.astype(work), axis=axis, keepdims=keepdims)).astype(dtype)
 
@@ -200,6 +203,8 @@ def median(a, /, axis=None, keepdims=False, *, stream=None):
     """The median over `axis` (all axes if None), in a floating dtype."""
     a = b.as_array(a, "median")
     axes = b.normalize_axes(axis, a.ndim, "median")
+    if not axes and a.ndim:  # MLX flattens no axes into one: its flatten refuses
+        raise ValueError("[median] No axes to take the median over.")
     d = dt.to_inexact(a._dtype)
     if any(a._shape[i] == 0 for i in axes):
         raise ValueError("[median] Cannot compute the median of an empty axis.")
