@@ -140,7 +140,7 @@ def test_the_walks_direct_cotangents_are_the_rules_graph(monkeypatch):
     """The vjp walk builds an elementwise op's cotangents straight from its derivative
     columns (`rules.derivative_cotangents`): the same nodes, on the same streams, with the
     same bits as applying its vjp rule, over several streams and an input used twice."""
-    from streamlet.core import transforms
+    from streamlet.core.graph import Primitive
     s1, s2 = mx.new_stream(mx.cpu), mx.new_stream(mx.cpu)
     rng = np.random.default_rng(3)
     x = mx.array(rng.standard_normal((4, 5)).astype(np.float32))
@@ -158,13 +158,38 @@ def test_the_walks_direct_cotangents_are_the_rules_graph(monkeypatch):
         return grads, nodes
 
     direct, direct_nodes = graph()
-    monkeypatch.setattr(transforms, "derivative_cotangents", lambda n, c, wanted, cot, acc: False)
+    monkeypatch.setattr(Primitive, "cotangents", None)  # the walk applies every rule
     ruled, ruled_nodes = graph()
     assert direct_nodes == ruled_nodes
     assert f"tanh_derivative@{s2.index}" in direct_nodes
     assert f"multiply_derivative_x@{s1.index}" in direct_nodes
     _same_bits(direct, ruled, "direct vs rule")
 
+
+
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1)])
+def test_matmuls_short_way_is_its_rules_graph(monkeypatch, argnums):
+    """The walk builds a product of matrices' cotangents straight from the nodes (matmul's
+    `cotangents`): the nodes its vjp rule builds, on the product's stream, same bits."""
+    from streamlet.core.graph import Primitive
+    s = mx.new_stream(mx.cpu)
+    rng = np.random.default_rng(5)
+    x = mx.array(rng.standard_normal((3, 4)).astype(np.float32))
+    y = mx.array(rng.standard_normal((4, 2)).astype(np.float32))
+
+    def graph():
+        g = mx.grad(lambda a, b: mx.sin(mx.matmul(a, b, stream=s)).sum(), argnums)(x, y)
+        g = g if isinstance(g, tuple) else (g,)
+        nodes = sorted(_backward_nodes(g))
+        mx.eval(g)
+        return g, nodes
+
+    short, short_nodes = graph()
+    monkeypatch.setattr(Primitive, "cotangents", None)
+    ruled, ruled_nodes = graph()
+    assert short_nodes == ruled_nodes
+    assert f"transpose@{s.index}" in short_nodes
+    _same_bits(short, ruled, "short vs rule")
 
 def _backward_nodes(grads):
     """(primitive, stream index) of each node the gradients were computed from."""

@@ -38,10 +38,15 @@ class Primitive:
     size of the axis it indexes) pairs.  NumPy raises for an index out of bounds; a GPU
     backend checks them on the device (`backend.cuda_checks`).
 
+    `cotangents(n, c, wanted, cot, accumulate)`, the vjp walk's short way for an op's
+    common case (elementwise: real floats of one dtype on a CPU stream; matmul: real
+    matrices): the cotangents of node `n`'s inputs in `wanted`, what its `vjp` rule gives,
+    built straight from the nodes (no rule, no handles) and added to `cot` (input node ->
+    cotangent); False where that case does not hold, and the walk applies the rule.
+
     `derivs`, for an elementwise op whose derivatives are each a fused node, 1 or -1: its
-    derivative columns, one per input (`ops.rules.Derivative`), from which the vjp walk
-    builds cotangents directly (`rules.derivative_cotangents`); its `vjp` rule computes
-    the same.
+    derivative columns, one per input (`ops.rules.Derivative`), from which its
+    `cotangents` builds them (`rules.derivative_cotangents`).
 
     `donate`, for an elementwise op without params: the NumPy ufunc computing it, which
     the CPU backend calls with `out=` an input's buffer that nothing else can read again
@@ -52,14 +57,15 @@ class Primitive:
     """
 
     __slots__ = ("name", "kernel", "gpu", "vjp", "jvp", "vmap", "multi", "shape", "bounds",
-                 "donate", "derivs", "cform")
+                 "donate", "cotangents", "derivs", "cform")
 
     def __init__(self, name, kernel, gpu=None, vjp=None, jvp=None, vmap=None, multi=False,
-                 shape=None, bounds=None, donate=None, derivs=None, cform=None):
+                 shape=None, bounds=None, donate=None, cotangents=None, derivs=None,
+                 cform=None):
         self.name, self.kernel, self.gpu = name, kernel, gpu
         self.vjp, self.jvp, self.vmap, self.multi = vjp, jvp, vmap, multi
-        self.shape, self.bounds, self.donate, self.derivs = shape, bounds, donate, derivs
-        self.cform = cform
+        self.shape, self.bounds, self.donate = shape, bounds, donate
+        self.cotangents, self.derivs, self.cform = cotangents, derivs, cform
 
     def __repr__(self):
         return f"Primitive({self.name})"

@@ -20,7 +20,7 @@ from . import ops as _ops
 from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, broadcast_shapes
 from .ops.creation import filled
 from .ops.shape import broadcast_like
-from .ops.rules import STOP_GRADIENT, derivative_cotangents, same_shape, stop_gradient
+from .ops.rules import STOP_GRADIENT, same_shape, stop_gradient
 from .stream import build_on, resolve, restore_build
 
 
@@ -150,8 +150,8 @@ def vjp_nodes(outputs, primals, cotangents, wants):
                 on = n.stream
                 prev = build_on(on)
                 saved = saved or prev
-            if n.prim.derivs is None or not derivative_cotangents(n, c, needs, cot,
-                                                                  _accumulate):
+            short = n.prim.cotangents
+            if short is None or not short(n, c, needs, cot, _accumulate):
                 _pull_back(n, c, needs, cot)
     finally:
         if saved is not None:

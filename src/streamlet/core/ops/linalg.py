@@ -58,24 +58,44 @@ def _adjoint(m):
     return _sh.swapaxes(_ew.conj(m) if m._dtype.kind == "c" else m, -1, -2)
 
 
-def _product_node(a, b_):
-    """`a @ b_` of two real matrices of one dtype: the matmul node, nothing to check."""
-    d = a._dtype
-    return bl.node(_MATMUL, (a, b_), (a._shape[0], b_._shape[1]), d, {"dtype": d.np},
-                   bl.resolve(None))
+def _product(a, b_, st):
+    """`a @ b_` of the nodes of two real matrices of one dtype on `st`: the matmul, nothing
+    to check."""
+    d = a.dtype
+    return bl.node_of(_MATMUL, (a, b_), (a.shape[0], b_.shape[1]), d, {"dtype": d.np}, st)
 
 
-def _transposed(m):
-    """The transpose node of the matrix `m`, nothing to check."""
-    return bl.node(_sh._TRANSPOSE, (m,), m._shape[::-1], m._dtype, {"axes": (1, 0)},
-                   bl.resolve(None))
+def _transposed(m, st):
+    """The transpose node of the matrix node `m` on `st`, nothing to check."""
+    return bl.node_of(_sh._TRANSPOSE, (m,), m.shape[::-1], m.dtype, {"axes": (1, 0)},
+                      st)._node
+
+
+def _plain(c, x, y) -> bool:
+    """Whether the cotangent `c` and the inputs `x`, `y` of a product are nodes of real
+    matrices of one dtype (the vjp's short way)."""
+    d = c.dtype
+    return len(x.shape) == len(y.shape) == 2 and d is x.dtype is y.dtype and d.kind == "f"
+
+
+def _matmul_cotangents(n, c, wanted, cot, accumulate):
+    """matmul's `cotangents` (`Primitive`): `c @ y.T` and `x.T @ c` for matrices."""
+    x, y = n.inputs
+    c, st = c._node, n.stream
+    if not _plain(c, x, y):
+        return False
+    if x in wanted:
+        accumulate(cot, x, _product(c, _transposed(y, st), st))
+    if y in wanted:
+        accumulate(cot, y, _product(_transposed(x, st), c, st))
+    return True
 
 
 def _matmul_vjp(c, out, x, y, dtype):
-    d = c._dtype
-    if len(x._shape) == len(y._shape) == 2 and d is x._dtype is y._dtype and d.kind == "f":
-        return (lambda: _product_node(c, _transposed(y)),
-                lambda: _product_node(_transposed(x), c))
+    if _plain(c._node, x._node, y._node):
+        cn, xn, yn, st = c._node, x._node, y._node, bl.resolve(None)
+        return (lambda: _product(cn, _transposed(yn, st), st),
+                lambda: _product(_transposed(xn, st), cn, st))
     squeeze = _sh.squeeze
     xm, ym = _matrices(x, y)
     cm = _as_product(c, x, y)
@@ -131,7 +151,7 @@ def _matmul_shape(params, xs, ys):
 _MATMUL = bl.make("matmul", _matmul,
                   gpu=bl.GpuKernel("streamlet.backend.cuda_gemm:matmul", bfloat16="native"),
                   vjp=_matmul_vjp, jvp=_matmul_jvp, vmap=_matmul_vmap,
-                  shape=_matmul_shape)
+                  shape=_matmul_shape, cotangents=_matmul_cotangents)
 
 
 def _check_inexact(op, da, db, d):

@@ -142,11 +142,17 @@ def _var(xp, a, axis, keepdims, ddof, root):
 def _spread(c, x, axis, keepdims):
     """`c` (shaped like the reduction's result) broadcast back to the input `x`'s shape;
     `axis` is the reduction's, checked and sorted.  Leading axes need no ones put back:
-    broadcasting adds them."""
+    broadcasting adds them.  Only a shapeless trace needs the shape read from `x` when run
+    (`broadcast_like`)."""
     if not keepdims and axis and axis[-1] >= len(axis):
         c = b.node(_sh._EXPAND, (c,), _out_shape(x._shape, axis, True), c._dtype,
                    {"axis": axis}, b.resolve(None))
-    return _sh.broadcast_like(c, x)
+    if SHAPELESS.on:
+        return _sh.broadcast_like(c, x)
+    shape = x._shape
+    if c._shape == shape:
+        return c
+    return b.node(_sh._BROADCAST, (c,), shape, c._dtype, {"shape": shape}, b.resolve(None))
 
 
 def _sum_vjp(c, out, x, axis, keepdims, dtype):

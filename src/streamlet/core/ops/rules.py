@@ -240,10 +240,12 @@ def _fuses(d, nodes, state) -> bool:
 
 
 def _direct(derivs):
-    """`derivs` where each is a fused node, the cotangent itself or its negation (a
-    derivative of 1 or -1), what the vjp walk builds without the rule
-    (`derivative_cotangents`); else None."""
-    return derivs if all(d.prim is not None or d.d in (1, -1) for d in derivs) else None
+    """The `derivs` and `cotangents` columns where each of `derivs` is a fused node, the
+    cotangent itself or its negation (a derivative of 1 or -1), what the vjp walk builds
+    without the rule (`derivative_cotangents`); else none."""
+    if all(d.prim is not None or d.d in (1, -1) for d in derivs):
+        return {"derivs": derivs, "cotangents": derivative_cotangents}
+    return {}
 
 
 def from_derivative(deriv, name):
@@ -260,7 +262,7 @@ def from_derivative(deriv, name):
                 "jvp": lambda t, out, x, **p: _conj(t[0])}
     d = Derivative(deriv, f"{name}_derivative")
     return {"vjp": lambda c, out, x, **p: (lambda: d.times(c, (x, out), True),),
-            "jvp": lambda t, out, x, **p: d.times(t[0], (x, out), False), "derivs": _direct((d,))}
+            "jvp": lambda t, out, x, **p: d.times(t[0], (x, out), False), **_direct((d,))}
 
 
 def from_partials(dx, dy, name):
@@ -279,15 +281,14 @@ def from_partials(dx, dy, name):
         xs = (x, y, out)
         terms = [d.times(tx, xs, False) for tx, d in zip(t, parts) if tx is not None]
         return terms[0] if len(terms) == 1 else terms[0] + terms[1]
-    return {"vjp": vjp, "jvp": jvp, "derivs": _direct(parts)}
+    return {"vjp": vjp, "jvp": jvp, **_direct(parts)}
 
 
 def derivative_cotangents(n, c, wanted, cot, accumulate):
-    """Add to `cot` (input node -> cotangent) the cotangents of node `n`'s inputs that are
-    in `wanted`, built straight from its derivative columns (`n.prim.derivs`): what its
-    vjp rule gives, for the common case of a CPU stream and real floats of one dtype, where
-    each is one fused node (or the cotangent itself or its negation, for a derivative of 1
-    or -1).  False where that case does not hold: the walk then applies the rule.
+    """The `cotangents` column of an elementwise op (`Primitive`), from its derivative
+    columns (`n.prim.derivs`): for the common case of a CPU stream and real floats of one
+    dtype, each cotangent is one fused node (or the cotangent itself or its negation, for a
+    derivative of 1 or -1).
 
     The vjp walk's hot loop: a cotangent of the input's shape is stored or added here, any
     other through `accumulate(cot, input, cotangent)` (the walk's: it sums over broadcast
