@@ -58,3 +58,37 @@ def _check(got, want, rtol, what):
 def assert_same(mlx, fn, rtol=None, what=""):
     """`fn(streamlet.core)` gives what `fn(mlx.core)` gives (see the module's docstring)."""
     _check(outcome(mx, fn), outcome(mlx, fn), rtol, what or getattr(fn, "__name__", ""))
+
+
+def bits_outcome(mod, fn):
+    """What `fn(mod)` gives, compared to the bit: the exception type, or for each array its
+    dtype's name, shape, values as a list (half types widened, every NaN one NaN) and, for
+    floats, their sign bits (signed zeros count); complex values as their two parts."""
+    try:
+        r = fn(mod)
+        rs = r if isinstance(r, (list, tuple)) else [r]
+        mod.eval(*rs)
+    except Exception as e:  # noqa: BLE001 (the error's type is the outcome)
+        return type(e)
+    out = []
+    for x in rs:
+        d = str(x.dtype).split(".")[-1]
+        v = np.array(x.astype(mod.float32) if d in ("float16", "bfloat16") else x)
+        if v.dtype.kind == "c":
+            v = np.stack([v.real, v.imag])
+        if v.dtype.kind == "f":
+            v = np.where(np.isnan(v), np.nan, v).astype(np.float64)
+            out.append((d, x.shape, v.tolist(), np.signbit(v).tolist()))
+        else:
+            out.append((d, x.shape, v.tolist()))
+    return out
+
+
+def assert_same_bits(mlx, fn):
+    """`fn(streamlet.core)` gives `fn(mlx.core)`'s `bits_outcome` (an exception of MLX's
+    type or a subclass of it)."""
+    ours, theirs = bits_outcome(mx, fn), bits_outcome(mlx, fn)
+    if isinstance(theirs, type):
+        assert isinstance(ours, type) and issubclass(ours, theirs), (ours, theirs)
+    else:
+        assert repr(ours) == repr(theirs)

@@ -9,39 +9,11 @@ import numpy as np
 import pytest
 
 import streamlet.core as mx
-
-
-def _outcome(M, fn):
-    try:
-        r = fn(M)
-        rs = r if isinstance(r, (tuple, list)) else (r,)
-        M.eval(*rs)
-    except Exception as e:  # noqa: BLE001 (the error's type is the outcome)
-        return type(e)
-    out = []
-    for x in rs:
-        d = str(x.dtype).split(".")[-1]
-        v = np.array(x.astype(M.float32) if d in ("float16", "bfloat16") else x)
-        if v.dtype.kind == "c":
-            v = np.stack([v.real, v.imag])
-        if v.dtype.kind == "f":
-            v = np.where(np.isnan(v), np.nan, v).astype(np.float64)
-            out.append((d, x.shape, v.tolist(), np.signbit(v).tolist()))
-        else:
-            out.append((d, x.shape, v.tolist()))
-    return out
-
-
-def _same(mlx, fn):
-    ours, theirs = _outcome(mx, fn), _outcome(mlx, fn)
-    if isinstance(theirs, type):
-        assert isinstance(ours, type) and issubclass(ours, theirs), (ours, theirs)
-    else:
-        assert repr(ours) == repr(theirs)
+from parity import assert_same_bits, bits_outcome
 
 
 def _close(mlx, fn, rtol=1e-5):
-    ours, theirs = _outcome(mx, fn), _outcome(mlx, fn)
+    ours, theirs = bits_outcome(mx, fn), bits_outcome(mlx, fn)
     assert not isinstance(ours, type) and not isinstance(theirs, type), (ours, theirs)
     for o, t in zip(ours, theirs, strict=True):
         assert o[:2] == t[:2]
@@ -55,7 +27,7 @@ def test_randint_clamps_to_high_minus_one_taken_in_highs_dtype(mlx, low, high, d
     """MLX clamps to `astype(high - 1, dtype)`, the subtraction in high's own dtype: a
     float high of 0.5 clamps at -0.5 -> 0 (it was int(0.5) - 1 = -1), and a bool draw is
     `max(min(bool(floor(u)), bool(high - 1)), bool(low))` (a negative low makes all True)."""
-    _same(mlx, lambda M: M.random.randint(low, high, (64,), getattr(M, dtype),
+    assert_same_bits(mlx, lambda M: M.random.randint(low, high, (64,), getattr(M, dtype),
                                           key=M.random.key(3)))
 
 
@@ -63,7 +35,7 @@ def test_randint_clamps_to_high_minus_one_taken_in_highs_dtype(mlx, low, high, d
 @pytest.mark.parametrize("loc", [0, 0.0])
 def test_normal_adds_a_zero_loc(mlx, dtype, loc):
     """A given loc is added even when 0: `0 + -0.0` is 0.0 (scale 0 makes -0.0 samples)."""
-    _same(mlx, lambda M: M.random.normal((16,), getattr(M, dtype), loc, 0.0,
+    assert_same_bits(mlx, lambda M: M.random.normal((16,), getattr(M, dtype), loc, 0.0,
                                          key=M.random.key(1)))
 
 
@@ -78,11 +50,11 @@ def test_laplace_of_float64_takes_log1p_in_float64(mlx):
 def test_laplace_compares_loc_and_scale_as_float32(mlx, loc, scale):
     """loc and scale are C floats in MLX: 1e-50 is 0 there, so nothing is added and the
     -0.0 samples of a zero scale stay -0.0."""
-    _same(mlx, lambda M: M.random.laplace((64,), M.float32, loc, scale, key=M.random.key(7)))
+    assert_same_bits(mlx, lambda M: M.random.laplace((64,), M.float32, loc, scale, key=M.random.key(7)))
 
 
 def test_laplace_refuses_array_loc_with_a_type_error(mlx):
-    _same(mlx, lambda M: M.random.laplace((2,), loc=M.array([1.0, 2.0]), key=M.random.key(1)))
+    assert_same_bits(mlx, lambda M: M.random.laplace((2,), loc=M.array([1.0, 2.0]), key=M.random.key(1)))
 
 
 @pytest.mark.parametrize("op", [
@@ -97,13 +69,13 @@ def test_laplace_refuses_array_loc_with_a_type_error(mlx):
 def test_bad_random_arguments_raise_mlxs_error_type(mlx, op):
     """float64 draws raise RuntimeError ("[uniform] Unsupported type."); a seed outside
     uint64 or a float for permutation is refused by MLX's binding: TypeError."""
-    _same(mlx, op)
+    assert_same_bits(mlx, op)
 
 
 @pytest.mark.parametrize("op", [lambda M: M.random.key(True), lambda M: M.random.permutation(
     True, key=M.random.key(2))])
 def test_bool_is_an_int_for_key_and_permutation(mlx, op):
-    _same(mlx, op)
+    assert_same_bits(mlx, op)
 
 
 @pytest.mark.parametrize("shape", [(0, 0), (2, 0, 0), (3, 0), (0, 3), (2, 0, 3)])
@@ -146,7 +118,7 @@ def test_det_up_to_three_by_three_is_mlxs_closed_form(mlx, dtype, n, fn):
     def op(M):
         out = getattr(M.linalg, fn)(M.array(x).astype(getattr(M, dtype)), stream=M.cpu)
         return out[0] if fn == "slogdet" else out  # log|det| differs by log's last bit
-    _same(mlx, op)
+    assert_same_bits(mlx, op)
 
 
 @pytest.mark.parametrize("shape, ord, axis", [
@@ -158,7 +130,7 @@ def test_norm_that_takes_a_max_or_min_over_an_empty_axis_raises(mlx, shape, ord,
                                                                keepdims):
     """MLX's max and min refuse an empty axis (ValueError when the norm is built); streamlet
     gave 0 for max and a RuntimeError at eval for min."""
-    _same(mlx, lambda M: M.linalg.norm(M.zeros(shape), ord, axis, keepdims, stream=M.cpu))
+    assert_same_bits(mlx, lambda M: M.linalg.norm(M.zeros(shape), ord, axis, keepdims, stream=M.cpu))
 
 
 @pytest.mark.parametrize("fn", ["fftfreq", "rfftfreq"])
@@ -166,7 +138,7 @@ def test_norm_that_takes_a_max_or_min_over_an_empty_axis_raises(mlx, shape, ord,
 def test_fftfreq_is_float32_index_times_float32_scale(mlx, fn, n, d):
     """MLX multiplies float32 indices by float32(1 / (n d)); NumPy's float64 quotient
     rounded to float32 differs in the last bit (fftfreq(17, 3)[6])."""
-    _same(mlx, lambda M: getattr(M.fft, fn)(n, d))
+    assert_same_bits(mlx, lambda M: getattr(M.fft, fn)(n, d))
 
 
 @pytest.mark.parametrize("shape, axis", [((0,), 0), ((0, 2), 0), ((3, 0, 2), 1)])
