@@ -59,19 +59,24 @@ def _before(x, y):
     return (y.real > x.real) | ((y.real == x.real) & (y.imag > x.imag))
 
 
+def _any(xp, mask):
+    """Whether a fix-up is needed: on the host asked, on a GPU assumed (no round trip)."""
+    return xp is not np or bool(mask.any())
+
+
 def _cummax(xp, a, axis):
-    if a.dtype.kind == "c" and xp.isnan(a).any():  # MLX's `x < y ? y : x`: no NaN kept
+    if a.dtype.kind == "c" and _any(xp, xp.isnan(a)):  # MLX's `x < y ? y : x`: no NaN kept
         return _stepwise(xp, lambda y, x: xp.where(_before(x, y), y, x), a, axis)
     return _accumulate(xp, "maximum", a, axis)
 
 
 def _cummin(xp, a, axis):
-    if a.dtype.kind == "c" and xp.isnan(a).any():  # MLX's `x < y ? x : y`
+    if a.dtype.kind == "c" and _any(xp, xp.isnan(a)):  # MLX's `x < y ? x : y`
         return _stepwise(xp, lambda y, x: xp.where(_before(x, y), x, y), a, axis)
     out = _accumulate(xp, "minimum", a, axis)
     if a.dtype.kind in "fV":
         zero = out == 0
-        if zero.any():  # MLX keeps the running minimum on a tie: the first zero's sign
+        if _any(xp, zero):  # MLX keeps the running minimum on a tie: the first zero's sign
             n = a.shape[axis]
             at = xp.arange(n).reshape((n,) + (1,) * (a.ndim - axis - 1))
             first = _accumulate(xp, "minimum", xp.where(a == 0, at, n - 1), axis)
@@ -88,7 +93,7 @@ def _logcumsumexp(xp, a, axis):
     work = a if a.dtype.itemsize >= 4 else a.astype("float32")
     out = _accumulate(xp, "logaddexp", work, axis)
     zero = out == 0
-    if zero.any():  # MLX adds -inf exactly: a lone -0.0 among -infs stays -0.0
+    if _any(xp, zero):  # MLX adds -inf exactly: a lone -0.0 among -infs stays -0.0
         seen = work != -np.inf
         lone = xp.cumsum(seen, axis) == 1
         negative = xp.cumsum(seen & xp.signbit(work), axis) == 1
