@@ -129,6 +129,30 @@ def test_quantized_matmul_batches_broadcast(mlx, rng):
     np.testing.assert_allclose(np.array(out), np.array(ref), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("mode", ["affine", "mxfp4", "mxfp8"])
+@pytest.mark.parametrize("transpose", [True, False])
+def test_half_quantized_matmul_is_the_product_of_dequantize(rng, dtype, mode, transpose):
+    """In a half type, a quantized product multiplies `dequantize`'s matrix (each weight
+    rounded as dequantize rounds it), summed in float32 and rounded once: within one unit
+    in the last place of `x @ dequantize(w)` (the weights left unrounded were ~10 off)."""
+    d = getattr(mx, dtype)
+    M, K, N = 33, 512, 256
+    x = mx.array((rng.standard_normal((2, M, K)) / K ** 0.5).astype(np.float32)).astype(d)
+    w = mx.array((rng.standard_normal((N, K) if transpose else (K, N)) / K ** 0.5)
+                 .astype(np.float32)).astype(d)
+    q = mx.quantize(w, mode=mode)
+    biases = q[2] if mode == "affine" else None
+    got = mx.quantized_matmul(x, q[0], q[1], biases, transpose, mode=mode)
+    w_hat = mx.dequantize(q[0], q[1], biases, mode=mode, dtype=d)
+    want = np.array(x.astype(mx.float32), np.float64) @ np.array(
+        (w_hat.T if transpose else w_hat).astype(mx.float32), np.float64)
+    mantissa = 7 if dtype == "bfloat16" else 10
+    ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(want), 2.0 ** -60))) - mantissa)
+    err = np.abs(np.array(got.astype(mx.float32), np.float64) - want)
+    assert got.dtype == d and np.all(err <= ulp + 1e-6 * np.abs(want).max())
+
+
 @pytest.mark.parametrize("mode", ["affine", "mxfp4"])
 def test_gather_qmm_matches_mlx(mlx, rng, mode):
     E, N, K = 6, 32, 64

@@ -573,12 +573,17 @@ def _decode_scales(xp, scales, gs):
     return xp.where(scales == 0, np.float32(2.0 ** -127), xp.ldexp(np.float32(1), e))
 
 
-def _weights(xp, w, scales, biases, gs, nb, mode, gscale=None):
-    """The float32 matrices packed in `w` (batch axes kept)."""
+def _weights(xp, w, scales, biases, gs, nb, mode, gscale=None, half=None):
+    """The float32 matrices packed in `w` (batch axes kept); for a `half` dtype (its name),
+    rounded at each step as `dequantize` rounds them in that dtype, so a quantized product
+    is the product of `dequantize`'s matrix, as MLX's kernels compute it."""
     if mode == "affine":
         q = _unpack(xp, w, nb).astype(np.float32)
         q = q.reshape(q.shape[:-1] + (-1, gs))
-        deq = q * scales.astype(np.float32)[..., None] + biases.astype(np.float32)[..., None]
+        deq = q * scales.astype(np.float32)[..., None]
+        if half:
+            deq = _rounded(xp, deq, half)
+        deq = deq + biases.astype(np.float32)[..., None]
     else:
         if nb == 4:
             q = _fp4_unpack(xp, w, np.float32)
@@ -590,7 +595,23 @@ def _weights(xp, w, scales, biases, gs, nb, mode, gscale=None):
             sc = sc * (gscale.astype(np.float32) / np.float32(448.0 * 6.0)).reshape(
                 gscale.shape + (1,) * (sc.ndim - gscale.ndim))
         deq = q * sc[..., None]
+        half = half if gscale is None else None  # with a global scale, float32 (MLX's)
+    if half:
+        deq = _rounded(xp, deq, half)
     return deq.reshape(deq.shape[:-2] + (-1,))
+
+
+def _half(dtype):
+    """The name of a half-precision dtype param (bfloat16 as the GPU sees it in "own"
+    mode too), else None."""
+    name = np.dtype(dtype).name
+    return name if name in ("float16", "bfloat16") else None
+
+
+def _result(xp, y, dtype):
+    """A float32 product in the node's dtype; bfloat16 on a GPU stays float32, which the
+    backend rounds (GpuKernel "own")."""
+    return y if xp is not np and _half(dtype) == "bfloat16" else y.astype(dtype)
 
 
 _FEW_ROWS = 8  # up to this many rows of x, the compiled kernel beats dequantize + BLAS
@@ -598,17 +619,18 @@ _FEW_ROWS = 8  # up to this many rows of x, the compiled kernel beats dequantize
 
 def _qmm(xp, x, w, scales, *rest, gs, bits, mode, transpose, dtype):
     biases = rest[0] if mode == "affine" else None
-    c = _compiled(xp) if mode == "affine" and transpose and w.ndim == 2 else None
+    half = _half(dtype)
+    c = _compiled(xp) if mode == "affine" and transpose and w.ndim == 2 and not half else None
     rows = math.prod(x.shape[:-1])
     if c is not None and 0 < rows <= _FEW_ROWS and x.shape[-1] % gs == 0:
         out = c.matmul(x.reshape(rows, -1).astype(np.float32), w, scales, biases, gs, bits)
         return out.reshape(x.shape[:-1] + (w.shape[0],)).astype(dtype)
-    wf = _weights(xp, w, scales, biases, gs, bits, mode)
+    wf = _weights(xp, w, scales, biases, gs, bits, mode, half=half)
     if transpose:
         wf = xp.swapaxes(wf, -1, -2)
     if x.ndim <= 2 and wf.ndim > 2:  # MLX multiplies by the first matrix then
         wf = wf.reshape((-1,) + wf.shape[-2:])[0]
-    return xp.matmul(x.astype(np.float32), wf).astype(dtype)
+    return _result(xp, xp.matmul(x.astype(np.float32), wf), dtype)
 
 
 def _gather_qmm(xp, x, w, scales, *rest, gs, bits, mode, transpose, dtype):
@@ -619,12 +641,12 @@ def _gather_qmm(xp, x, w, scales, *rest, gs, bits, mode, transpose, dtype):
     batch = lambda a: a.reshape((-1,) + a.shape[-2:])  # noqa: E731
     wf = _weights(xp, batch(w)[experts], batch(scales)[experts],
                   None if biases is None else batch(biases)[experts], gs, bits, mode,
-                  None if gscale is None else gscale.reshape(-1)[experts])
+                  None if gscale is None else gscale.reshape(-1)[experts], _half(dtype))
     if transpose:
         wf = xp.swapaxes(wf, -1, -2)
     xs = batch(x)[lhs.reshape(-1)].astype(np.float32)
     out = xp.matmul(xs, wf[inverse.reshape(-1)])
-    return out.reshape(lhs.shape + out.shape[-2:]).astype(dtype)
+    return _result(xp, out.reshape(lhs.shape + out.shape[-2:]), dtype)
 
 
 def _qmm_vjp(cot, out, x, w, scales, *rest, gs, bits, mode, transpose, dtype):
@@ -689,7 +711,8 @@ def _qmm_vmap(axes, out, x, w, *rest, **params):
     return rebuild(out, (x, w, *rest), (x._shape[0],) + out._shape), 0
 
 
-_QMM = b.make("quantized_matmul", _qmm, vjp=_qmm_vjp, jvp=_qmm_jvp, vmap=_qmm_vmap)
+_QMM = b.make("quantized_matmul", _qmm, gpu=b.GpuKernel(_qmm, bfloat16="own"), vjp=_qmm_vjp,
+              jvp=_qmm_jvp, vmap=_qmm_vmap)
 
 
 def _qmm_dims(op, x, w, scales, biases, transpose, gs, nb):
@@ -841,7 +864,8 @@ def _gather_qmm_shape(params, xs, *rest):
     return lhs + (xs[-2], outer), params
 
 
-_GATHER_QMM = b.make("gather_qmm", _gather_qmm, vjp=_gather_qmm_vjp, shape=_gather_qmm_shape)
+_GATHER_QMM = b.make("gather_qmm", _gather_qmm, gpu=b.GpuKernel(_gather_qmm, bfloat16="own"),
+                     vjp=_gather_qmm_vjp, shape=_gather_qmm_shape)
 
 
 def gather_qmm(x, w, /, scales, biases=None, lhs_indices=None, rhs_indices=None,
