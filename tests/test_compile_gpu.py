@@ -139,7 +139,9 @@ def test_a_broadcast_joins_the_run_it_feeds(on_gpu):
     assert "CompiledBroadcastMultiplyAdd" in [s.prim.name for s in _steps(compiled(*xs)[0])]
     f = io.StringIO()
     mx.export_to_dot(f, *compiled(*xs))
-    assert "CompiledGraph" in f.getvalue()  # the whole program, one node
+    drawn = f.getvalue()  # the whole program, one node, labelled with the steps it runs
+    assert "CompiledGraph(" in drawn and "CompiledBroadcastMultiplyAdd" in drawn
+    assert drawn.count("shape=rectangle") == 1
 
 
 def test_integer_bool_and_half_dtypes(on_gpu):

@@ -15,6 +15,17 @@ def label(prim) -> str:
     return name or "".join(w[:1].upper() + w[1:] for w in prim.name.replace(".", "_").split("_"))
 
 
+def _node_label(n) -> str:
+    """A node's label: its primitive's, and for a compiled function's whole GPU program the
+    steps it runs (MLX draws each of them as a node: `CompiledMultiplyAdd`, `Sum`)."""
+    program = (n.params or {}).get("program")
+    steps = getattr(program, "steps", None)
+    if not steps:
+        return label(n.prim)
+    inner = ", ".join(label(s.prim) for s in steps if s.prim is not SELECT)
+    return f"{label(n.prim)}({inner})"
+
+
 def _names(namer):
     def name(n):
         got = namer.get(id(n))
@@ -68,7 +79,7 @@ def export_to_dot(file, *args, **kwargs) -> None:
             lines.append(f'{{ {"" if id(n) in read else "rank=sink; "}"{name(n)}"; }}')
             lines.append(f'{id(box)} -> "{name(n)}"')
             continue
-        lines.append(f'{{ {id(n)} [label ="{label(n.prim)}", shape=rectangle]; }}')
+        lines.append(f'{{ {id(n)} [label ="{_node_label(n)}", shape=rectangle]; }}')
         lines.extend(f'"{name(i)}" -> {id(n)}' for i in n.inputs)
         if n.prim.multi:
             continue
