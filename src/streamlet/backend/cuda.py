@@ -379,7 +379,7 @@ def materialize(lz):
     h = lz.handle
     with h.lock, h.device, h.stream:
         if lz.value is None:
-            _compute(fuse.collect([lz]), h, retain=True)
+            _compute(fuse.collect(lz), h, retain=True)
 
 
 def _compute(plan, h, retain=False):
@@ -389,7 +389,7 @@ def _compute(plan, h, retain=False):
     if len(plan.leaves) + len(plan.consts) + len(roots) >= fuse.MAX_PARAMS:
         for n in plan.nodes:  # too many operands for one launch: one kernel per node
             if n.value is None:
-                _compute(fuse.collect([n]), h, retain)
+                _compute(fuse.collect(n), h, retain)
         return
     n = 1
     for d in shape:

@@ -25,6 +25,7 @@ operands of the output's shape are read and written four elements at a time.
 from __future__ import annotations
 
 import ctypes
+import operator
 import struct
 import threading
 
@@ -262,30 +263,21 @@ class Plan:
         return [self.nodes[p] for p in self.outputs]
 
 
-def collect(roots):
-    """The plan computing `roots` (all of one shape) from the DAG under them."""
-    plan = Plan()
-    pos = {}
-    for root in roots:
-        if id(root) in pos:
-            continue
-        stack = [root]
-        while stack:
-            n = stack[-1]
-            if id(n) in pos:
-                stack.pop()
-                continue
-            waiting = False
-            for a in n.args:
-                if type(a) is Lazy and a.value is None and id(a) not in pos:
-                    stack.append(a)
-                    waiting = True
-            if not waiting:
-                stack.pop()
-                pos[id(n)] = len(plan.nodes)
-                plan.add(n, lambda a: pos[id(a)])
-    plan.outputs = [pos[id(r)] for r in roots]
-    return plan
+def collect(root):
+    """The plan computing `root` from the unevaluated DAG under it (one shape): its nodes
+    in order of depth, producers first, through `plans_for`."""
+    found, seen, stack = [root], {id(root)}, [root]
+    while stack:
+        for a in stack.pop().args:
+            if type(a) is Lazy and a.value is None and id(a) not in seen:
+                seen.add(id(a))
+                found.append(a)
+                stack.append(a)
+    found.sort(key=_depth)
+    return plans_for(found)[0]
+
+
+_depth = operator.attrgetter("depth")
 
 
 def plans_for(pending):
