@@ -237,27 +237,6 @@ class Plan:
             self.leaf_dtypes.append(BF16_NP if bf16 else a.dtype)
         return j
 
-    def add(self, n, pos):
-        """Append node `n`; `pos` maps an unevaluated Lazy operand to its place."""
-        refs = [n.spec[0]]
-        for a in n.args:
-            if type(a) is Lazy:
-                if a.value is None:
-                    refs.append(pos(a))
-                    continue
-                a = a.value
-            if isinstance(a, np.generic):
-                k = (type(a), a.tobytes())
-                j = self.const_pos.get(k)
-                if j is None:
-                    j = self.const_pos[k] = len(self.consts)
-                    self.consts.append(a)
-                refs.append(-2 - 2 * j)
-            else:
-                refs.append(-1 - 2 * self.leaf(a))
-        self.nodes.append(n)
-        self.specs.append(tuple(refs))
-
     @property
     def roots(self):
         return [self.nodes[p] for p in self.outputs]
@@ -341,10 +320,6 @@ def plans_for(pending):
     for plan in out:
         plan.outputs = [p for p, u in enumerate(plan.outputs) if not u]
     return out
-
-
-def _inner(a):
-    return a.pos
 
 
 # -- code generation -------------------------------------------------------------------------
