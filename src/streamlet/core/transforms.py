@@ -407,6 +407,8 @@ def _value_and_grad(fun, nums, names, tag, scalar_only):
         wanted = [box[k] for box, k in slots]
         parts = [trees.leaves(w, strict=True) for w in wanted]
         flat = [a for p in parts for a in p]
+        if not flat:
+            raise ValueError("[grad] Must specify at least one argument.")
         with TRACING:
             tracers = [_tracer(a) for a in flat]
             starts = [t._node for t in tracers]

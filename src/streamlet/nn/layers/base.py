@@ -62,8 +62,10 @@ class Module(dict):
 
     def __setattr__(self, key: str, value: Any):
         if isinstance(value, _TREE_TYPES):
-            if key in self.__dict__:  # a plain attribute would hide the dict entry
-                object.__delattr__(self, key)
+            # a plain attribute would hide the dict entry; a class attribute (a method, a
+            # property) can't be deleted, so shadowing one raises AttributeError as in MLX
+            if hasattr(self, key) and key not in self:
+                delattr(self, key)
             self[key] = value
         else:
             object.__setattr__(self, key, value)

@@ -59,17 +59,21 @@ class _Pool(Module):
                 raise ValueError(f"[{name}] '{what}' must be positive but got {values}.")
         if any(p < 0 for p in padding):
             raise ValueError(f"[{name}] 'padding' must be non-negative but got {padding}.")
-        self._kernel_size, self._stride, self._padding = kernel, stride, padding
+        # kept in the module's dict as MLX keeps them (lists show in children())
+        self._kernel_size, self._stride = list(kernel), list(stride)
+        self._padding = [(p, p) for p in padding]
+        self._axes = tuple(range(-n - 1, -1))
 
     def _extra_repr(self):
-        return f"kernel_size={self._kernel_size}, stride={self._stride}, padding={self._padding}"
+        padding = tuple(p for p, _ in self._padding)
+        return (f"kernel_size={tuple(self._kernel_size)}, stride={tuple(self._stride)}, "
+                f"padding={padding}")
 
     def __call__(self, x):
-        if any(self._padding):
-            widths = [(0, 0), *((p, p) for p in self._padding), (0, 0)]
-            x = mx.pad(x, widths, constant_values=self._pad_value)
+        if any(p for p, _ in self._padding):
+            x = mx.pad(x, [(0, 0), *self._padding, (0, 0)], constant_values=self._pad_value)
         windows = _sliding_windows(x, self._kernel_size, self._stride)
-        return type(self)._reduce(windows, tuple(range(-self._ndim - 1, -1)))
+        return type(self)._reduce(windows, self._axes)
 
 
 def _pool(name, ndim, reduce, pad_value, what, pad_what):
