@@ -93,6 +93,8 @@ def _from_scalar(v, kind, dtype):
         return _convert(np.array(v, np.bool_), dtype or dt.bool_)
     if kind is int:
         wide = not _INT32_MIN <= v <= _INT32_MAX
+        if wide:
+            _int64(v)
         return _ints(v, dtype or (dt.int64 if wide else dt.int32), wide, False)
     if kind is float:
         return _floats(v, dtype or dt.float32)

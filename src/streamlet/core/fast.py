@@ -434,6 +434,8 @@ def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
         raise ValueError("[rope] Only one of base or freqs can have a value.")
     if freqs is None and base is None:
         raise ValueError("[rope] Neither base nor freqs has a value.")
+    if isinstance(offset, (int, np.integer)) and not -2**31 <= offset < 2**31:
+        raise OverflowError(f"[rope] offset {offset} is outside the int32 range.")
     off = b.array(np.array(offset, dtype=np.int32)) if isinstance(offset, (int, np.integer)) \
         else b.as_array(offset, "rope")
     if x.ndim < 3:
@@ -451,7 +453,7 @@ def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
         raise ValueError(f"[rope] offset must be an integer but got type {off._dtype.name}.")
     if off._dtype.size != 4:
         off = astype(off, dt.int32, stream=stream)
-    dims = int(dims)
+    dims = b.int_arg(dims, "rope", "dims")
     if dims <= 0:
         raise ValueError(f"[rope] dims must be positive but got {dims}.")
     if dims % 2:

@@ -107,7 +107,7 @@ def _build(a, s, axes, norm, kind, op, stream):
         s = [a._shape[x] for x in axes]
         if inverse_real and axes:
             s[-1] = 2 * (s[-1] - 1)
-    s = tuple(int(n) for n in s)
+    s = tuple(b.int_arg(n, op, "s") for n in s)
     if len(s) != len(axes):
         raise ValueError("[fftn] Shape and axes have different sizes.")
     for n in s:
@@ -129,7 +129,8 @@ def _build(a, s, axes, norm, kind, op, stream):
 
 def _one_axis(kind, name):
     def op(a, n=None, axis=-1, norm="backward", stream=None):
-        return _build(a, None if n is None else (n,), (axis,), norm, kind, name, stream)
+        n = None if n is None else (b.int_arg(n, name, "n"),)
+        return _build(a, n, (axis,), norm, kind, name, stream)
     b.rename(op, name)
     op.__doc__ = (f"`{name}` along one `axis`; `n` crops or zero-pads that axis "
                   f"(NumPy's `{name}` in single precision).")
@@ -182,7 +183,7 @@ _FREQ = b.make("fftfreq", _freq)
 
 def _freq_op(real, name):
     def op(n, d=1.0, stream=None):
-        n = int(n)
+        n = b.int_arg(n, name, "n")
         if n <= 0:
             raise ValueError(f"[{name}] `n` must be greater than 0.")
         if d == 0:
@@ -304,8 +305,8 @@ def _centered(xp, window, n_fft):
 
 
 def _lengths(n_fft, hop_length, win_length, op):
-    hop = n_fft // 4 if hop_length is None else int(hop_length)
-    win = n_fft if win_length is None else int(win_length)
+    hop = n_fft // 4 if hop_length is None else b.int_arg(hop_length, op, "hop_length")
+    win = n_fft if win_length is None else b.int_arg(win_length, op, "win_length")
     if n_fft <= 0 or hop <= 0 or win <= 0:
         raise ValueError(f"[{op}] n_fft, hop_length and win_length must be positive.")
     return hop, win
@@ -318,7 +319,8 @@ def stft(x, n_fft=2048, hop_length=None, win_length=None, window=None, center=Tr
     st = b.resolve(stream)
     x = b.as_array(x, op)
     _check_norm(norm, op)
-    hop, win = _lengths(int(n_fft), hop_length, win_length, op)
+    n_fft = b.int_arg(n_fft, op, "n_fft")
+    hop, win = _lengths(n_fft, hop_length, win_length, op)
     if pad_mode not in _PAD_MODES:
         raise ValueError(f"Invalid padding mode ({pad_mode}) passed to pad")
     if x.ndim == 0:
@@ -413,13 +415,14 @@ def istft(stft_matrix, n_fft=None, hop_length=None, win_length=None, window=None
         raise ValueError(f"[{op}] Expected an array of shape (..., n_freq, n_frames).")
     onesided = True if onesided is None else bool(onesided)
     n_freq, count = spec._shape[-2:]
-    n_fft = (2 * (n_freq - 1) if onesided else n_freq) if n_fft is None else int(n_fft)
+    n_fft = (2 * (n_freq - 1) if onesided else n_freq) if n_fft is None else \
+        b.int_arg(n_fft, op, "n_fft")
     hop, win = _lengths(n_fft, hop_length, win_length, op)
     w = _window_input(window, win, n_fft, op)
     if length is None:
         size = n_fft + hop * (count - 1) - (2 * (n_fft // 2) if center else 0)
     else:
-        size = int(length)
+        size = b.int_arg(length, op, "length")
     from .ops.creation import _cast
     spec = _cast(spec, dt.complex64, stream=st.stream)
     params = {"n_fft": n_fft, "hop": hop, "center": bool(center), "norm": norm,

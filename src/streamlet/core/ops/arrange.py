@@ -80,7 +80,7 @@ def repeat(array, repeats, axis=None, *, stream=None):
     """Each element repeated `repeats` times along `axis` (of the flattened array if None)."""
     from .shape import flatten
     a = b.as_array(array, "repeat")
-    repeats = _ints(repeats, "repeat", "repeats")[0]
+    repeats = b.int_arg(repeats, "repeat", "repeats")
     if axis is None:
         a, axis = flatten(a, stream=stream), 0
     ax = b.normalize_axis(axis, a.ndim, "repeat")
@@ -301,18 +301,20 @@ def diagonal(a, offset=0, axis1=0, axis2=1, stream=None):
     j = b.normalize_axis(axis2, a.ndim, "diagonal")
     if i == j:
         raise ValueError("[diagonal] axis1 and axis2 cannot be the same axis")
+    offset = b.int_arg(offset, "diagonal", "offset")
     rest = tuple(n for ax, n in enumerate(a._shape) if ax not in (i, j))
-    shape = rest + (_diag_len(a._shape[i], a._shape[j], int(offset)),)
+    shape = rest + (_diag_len(a._shape[i], a._shape[j], offset),)
     return b.node(_DIAGONAL, (a,), shape, a._dtype,
-                  {"offset": int(offset), "axis1": i, "axis2": j}, b.resolve(stream))
+                  {"offset": offset, "axis1": i, "axis2": j}, b.resolve(stream))
 
 
 def diag(a, /, k=0, *, stream=None):
     """A 2-D array with `a` on diagonal `k` (1-D input), or diagonal `k` of a matrix (2-D)."""
     a = b.as_array(a, "diag")
+    k = b.int_arg(k, "diag", "k")
     if a.ndim == 1:
-        n = a._shape[0] + abs(int(k))
-        return b.node(_DIAG, (a,), (n, n), a._dtype, {"k": int(k)}, b.resolve(stream))
+        n = a._shape[0] + abs(k)
+        return b.node(_DIAG, (a,), (n, n), a._dtype, {"k": k}, b.resolve(stream))
     if a.ndim == 2:
         return diagonal(a, k, 0, 1, stream=stream)
     raise ValueError(f"[diag] array must be 1-D or 2-D, got array with {a.ndim} dimensions.")
@@ -323,7 +325,9 @@ _TRI = b.make("tri", lambda xp, n, m, k, dtype: xp.tri(n, m, k, dtype=dtype))
 
 def tri(n, m=None, k=0, dtype=None, *, stream=None):
     """An n x m array with ones at and below diagonal `k`: `mx.tri(3)`."""
-    m = n if m is None else m
+    n = b.int_arg(n, "tri", "n")
+    m = n if m is None else b.int_arg(m, "tri", "m")
+    k = b.int_arg(k, "tri", "k")
     d = dt.float32 if dtype is None else dt.as_dtype(dtype)
     shape = b.check_shape((max(n, 0), max(m, 0)), "tri")  # MLX's aranges: negative is empty
     return b.node(_TRI, (), shape, d, {"n": shape[0], "m": shape[1], "k": int(k), "dtype": d.np},
@@ -339,7 +343,8 @@ def _triangle(name, fn):
         x = b.as_array(x, name)
         if x.ndim < 2:
             raise ValueError(f"[{name}] array must be at least 2-D")
-        return b.node(prim, (x,), x._shape, x._dtype, {"k": int(k)}, b.resolve(stream))
+        k = b.int_arg(k, name, "k")
+        return b.node(prim, (x,), x._shape, x._dtype, {"k": k}, b.resolve(stream))
     b.rename(op, name)
     op.__doc__ = (f"`x` with the elements {'above' if name == 'tril' else 'below'} diagonal "
                   f"`k` zeroed (over the last two axes): `mx.{name}(x, k=0)`.")
@@ -380,7 +385,7 @@ def as_strided(a, /, shape=None, strides=None, offset=0, *, stream=None):
     strides = _ints(strides, "as_strided", "strides")
     if len(strides) != len(shape):
         raise ValueError("[as_strided] Shape and strides must have the same length.")
-    offset = int(offset)
+    offset = b.int_arg(offset, "as_strided", "offset", 64)
     if math.prod(shape):
         reach = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
         low = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numbers
+import operator
 
 import numpy as np
 
@@ -55,7 +56,10 @@ def as_array(x, op: str) -> array:
     if isinstance(x, array):
         return x
     if isinstance(x, (bool, numbers.Number, list, tuple, np.ndarray, np.generic)):
-        return array(x)
+        try:
+            return array(x)
+        except OverflowError as e:  # an int beyond int64: say which op it was given to
+            raise OverflowError(f"[{called(op)}] {str(e).removeprefix('[array] ')}") from None
     raise BadType(f"[{called(op)}] Expected an array or a scalar, got {type(x).__name__}.")
 
 
@@ -120,6 +124,8 @@ def _weak(d, value, op):
     except TypeError:
         raise BadType(f"[{called(op)}] Cannot combine an array with a "
                       f"{type(value).__name__}.") from None
+    except (RuntimeError, ValueError) as e:  # an int the dtype cannot hold: name the op
+        raise type(e)(f"[{called(op)}] {e}") from None
 
 
 def broadcast_shapes(*shapes, op: str = "broadcast_shapes") -> tuple:
@@ -175,6 +181,20 @@ def normalize_axes(axis, ndim: int, op: str) -> tuple:
     if len(set(axes)) != len(axes):
         raise ValueError(f"[{op}] Duplicate axes {tuple(axis)}.")
     return tuple(sorted(axes))
+
+
+def int_arg(value, op: str, what: str, bits: int = 32) -> int:
+    """An `int` argument as MLX's binding takes it: an int, a bool, a NumPy integer or a 0-d
+    integer array (anything with `__index__`) in `bits`-bit range; a float, None or a string
+    raises TypeError."""
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"[{called(op)}] {what} must be an integer, got "
+                        f"{type(value).__name__}.") from None
+    if not -2**(bits - 1) <= v < 2**(bits - 1):
+        raise TypeError(f"[{called(op)}] {what} must be a {bits}-bit integer, got {v}.")
+    return v
 
 
 def make(name: str, kernel, gpu=None, multi=False, moves=False, **rules) -> Primitive:

@@ -209,7 +209,9 @@ def linspace(start, stop, num=50, endpoint=True, dtype=dt.float32, stream=None):
 
 def eye(n, m=None, k=0, dtype=dt.float32, *, stream=None):
     """An n x m matrix with ones on diagonal `k`."""
-    m = n if m is None else m
+    n = b.int_arg(n, "eye", "n")
+    m = n if m is None else b.int_arg(m, "eye", "m")
+    k = b.int_arg(k, "eye", "k")
     if n < 0 or m < 0:
         raise ValueError(f"[eye] Negative dimensions not allowed: ({n}, {m}).")
     d = _dtype(dtype, dt.float32)

@@ -438,7 +438,7 @@ def round(a, /, decimals=0, *, stream=None):
     back to `a`'s dtype (so float16 with 5 decimals overflows, and integers pass through
     float32)."""
     a = b.as_array(a, "round")
-    decimals = int(decimals)
+    decimals = b.int_arg(decimals, "round", "decimals")
     st = b.resolve(stream)
     if decimals != 0:
         from .creation import astype

@@ -240,6 +240,8 @@ _EINSUM = b.make("einsum", product_kernel(lambda xp, *operands, subscripts:
 def einsum(subscripts, *operands, stream=None):
     """Einstein summation: `mx.einsum("ij,jk->ik", a, b)` is `a @ b`; on integers as far as
     MLX goes (no contraction of two operands): `mx.einsum("ii", mx.eye(2, dtype=mx.int32))`."""
+    if not isinstance(subscripts, str):
+        raise TypeError(f"[einsum] subscripts must be a str, got {type(subscripts).__name__}.")
     ops_ = [b.as_array(x, "einsum") for x in operands]
     shape, _, _ = _einsum_shape(subscripts, [x._shape for x in ops_])
     # the ellipses spelled out as letters, as MLX sees them: axes an ellipsis stands for

@@ -344,6 +344,7 @@ _VAR = b.make("var", _kernel(lambda xp, a, axis, keepdims, dtype, ddof, root:
 
 def _variance(a, axis, keepdims, ddof, stream, root):
     op = "std" if root else "var"
+    ddof = b.int_arg(ddof, op, "ddof")
     st = b.resolve(stream)
     a, axes = _prepare(a, axis, op, True)
     d = _var_dtype(a._dtype)
@@ -439,7 +440,11 @@ def softmax(a, /, axis=None, *, precise=False, stream=None):
 def count_nonzero(a, /, *, axis=None, keepdims=False, stream=None):
     """The number of non-zero elements over `axis` (all axes if None), as int32."""
     from .elementwise import not_equal
-    return sum(not_equal(a, 0, stream=stream), axis, keepdims, stream=stream)  # noqa: F821
+    out = sum(not_equal(a, 0, stream=stream), axis, keepdims, stream=stream)  # noqa: F821
+    if out._dtype is dt.bool_:  # nothing summed (a scalar, `axis=()`): the bools as counts
+        from .creation import astype
+        out = astype(out, dt.int32, stream=stream)
+    return out
 
 
 def minmax(a, /, axis=None, keepdims=False, *, stream=None):

@@ -234,6 +234,9 @@ def _make_scan(name, fn, rule, identity):
             a, axis = flatten(a, stream=stream), 0
         ax = b.normalize_axis(axis, a.ndim, name)
         d = rule(a._dtype) if dtype is None else dt.as_dtype(dtype)
+        if rule(d) is not d:  # `cumsum(a, dtype=bool)`: MLX sums `a.astype(bool)` as int32
+            from .creation import astype
+            a, d = astype(a, d, stream=stream), rule(d)
         params = {"axis": ax, "reverse": bool(reverse), "inclusive": bool(inclusive),
                   "dtype": d.np}
         return b.node(prim, (a,), a._shape, d, params, b.resolve(stream))
@@ -272,6 +275,7 @@ _DIFF = b.make("diff", lambda xp, a, n, axis: xp.diff(a, n, axis), **via(_diff_c
 def diff(a, /, n=1, axis=-1, *, stream=None):
     """The n-th discrete difference along `axis`: `a[1:] - a[:-1]`, n times."""
     a = b.as_array(a, "diff")
+    n = b.int_arg(n, "diff", "n")
     if n < 0:
         raise ValueError(f"[diff] Order must be non-negative but got {n}.")
     if a.ndim == 0:

@@ -255,6 +255,7 @@ def unique(a, /, size, return_index=False, return_inverse=False, return_counts=F
     (default: the smallest element); optionally first indices, inverse and counts."""
     from .shape import flatten
     a = b.as_array(a, "unique")
+    size = b.int_arg(size, "unique", "size")
     if size < 0:
         raise ValueError(f"[unique] size must be non-negative, got {size}.")
     flat = flatten(a, stream=stream) if a.ndim != 1 else a
