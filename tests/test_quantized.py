@@ -35,6 +35,7 @@ def test_affine_quantize_matches_mlx_bit_for_bit(mlx, rng, dtype, gs, bits):
     w[0, 1, :gs] = np.linspace(-1, 0, gs)  # the negative edge is the larger
     ours = mx.quantize(mx.array(w).astype(getattr(mx, dtype)), gs, bits)
     theirs = mlx.quantize(mlx.array(w).astype(getattr(mlx, dtype)), gs, bits)
+    assert type(ours) is type(theirs) is list
     for o, t in zip(ours, theirs):
         _same(o, t)
     # MLX's packed weights, dequantized here, give MLX's values bit for bit

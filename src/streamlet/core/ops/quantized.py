@@ -337,7 +337,7 @@ def _check_global(global_scale, mode, op):
 def quantize(w, /, group_size=None, bits=None, mode="affine", *, global_scale=None,
              stream=None):
     """Quantize the rows of `w` (at least 2-D) in groups of `group_size` along the last
-    axis: `(w_q, scales, biases)` for 'affine', `(w_q, scales)` for the fp modes.
+    axis: `[w_q, scales, biases]` for 'affine', `[w_q, scales]` for the fp modes.
 
     >>> w = mx.arange(64, dtype=mx.float32).reshape(1, 64)
     >>> w_q, scales, biases = mx.quantize(w, group_size=32, bits=8)
@@ -379,7 +379,7 @@ def _affine_quantize(w, gs, nb, st):
                 {"group_size": gs, "bits": nb}, st)
     scales, biases = (b.node(_COMPONENT, (params,), lead + (k // gs,), w._dtype,
                              {"index": i, "dtype": w._dtype.np}, st) for i in (0, 1))
-    return wq, scales, biases
+    return [wq, scales, biases]  # a list, as MLX's
 
 
 def _fp_check(mode, gs, nb, op):
@@ -423,7 +423,7 @@ def _fp_quantize(w, gs, nb, mode, global_scale, stream):
                     b.resolve(stream))
     else:
         wq = view(to_fp8(wq, **s), dt.uint32, **s)
-    return reshape(wq, shape, **s), reshape(scales, shape, **s)
+    return [reshape(wq, shape, **s), reshape(scales, shape, **s)]
 
 
 def _ceil_log2(x, stream):
