@@ -163,7 +163,8 @@ def _norm_jvp(centered):
 
 def _norm_vmap(axes, out, x, *rest, eps, has, dtype):
     """The batch axis goes first (an unbatched x gets a unit one); a batched weight or
-    bias becomes (batch, 1, ..., 1, D) and broadcasts over x's rows."""
+    bias gets unit axes after its batch axis, (batch, 1, ..., 1, D), to broadcast over x's
+    rows (a vmap of a vmap batches it again: (batch, inner batch, 1, ..., 1, D))."""
     from .ops import expand_dims, moveaxis, reshape
     st = _stream_of(out)
     x = moveaxis(x, axes[0], 0, stream=st) if axes[0] is not None else \
@@ -172,7 +173,7 @@ def _norm_vmap(axes, out, x, *rest, eps, has, dtype):
     for v, a in zip(rest, axes[1:]):
         if a is not None:
             v = moveaxis(v, a, 0, stream=st)
-            v = reshape(v, v._shape[:1] + (1,) * (x.ndim - 2) + v._shape[-1:], stream=st)
+            v = reshape(v, v._shape[:1] + (1,) * (x.ndim - v.ndim) + v._shape[1:], stream=st)
         params.append(v)
     shape = b.broadcast_shapes(x._shape, *[p._shape for p in params], op="vmap")
     n = out._node

@@ -74,10 +74,10 @@ def _missing(n, rule):
     return ValueError(f"[{rule}] The primitive {n.prim.name} has no {rule} rule.")
 
 
-def fit(c, target: Node):
+def fit(c, target: Node, cast=True):
     """A cotangent `c` for input `target`: summed over the axes it was broadcast along
     (no shape written down, so a shapeless compiled backward follows new shapes), in
-    `target`'s dtype."""
+    `target`'s dtype if `cast`."""
     shape = target.shape
     if c._shape != shape:
         if len(c._shape) < len(shape):  # a value broadcast with leading ones
@@ -91,7 +91,7 @@ def fit(c, target: Node):
             c = _ops.sum.along(c, ones, True)
         if lead:
             c = _ops.sum.along(c, tuple(range(lead)))
-    if c._dtype is not target.dtype:
+    if cast and c._dtype is not target.dtype:
         c = _ops.astype(c, target.dtype)
     return c
 
@@ -226,11 +226,15 @@ def _jvp_by_transposing(n, ts, ins, params):
                 continue
             if not isinstance(c, array):
                 c = c()
-            term = _ops.sum(_ops.multiply(fit(c, n.inputs[i]), ts[i]))
+            x = n.inputs[i]  # an integer input's tangent stays inexact (MLX casts x first)
+            term = _ops.sum(_ops.multiply(fit(c, x, x.dtype.kind in "fcV"), ts[i]))
             total = term if total is None else total + term
         return total
 
-    u = _tracer(_ops.zeros(n.shape, n.dtype))
+    d = n.dtype
+    if d.kind not in "fcV":  # an integer result's float tangents stay float, as in MLX
+        d = next((t._dtype for t in ts if t is not None and t._dtype.kind in "fcV"), d)
+    u = _tracer(_ops.zeros(n.shape, d))
     value = pairing(u)
     if value is None:
         return None

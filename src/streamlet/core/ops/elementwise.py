@@ -139,7 +139,7 @@ def _signed_inf(sign):
 UNARY = {
     "abs": (lambda xp, a: xp.abs(a), _abs_rule, "", lambda m, x, y: m.conj_if(m.sign(x), x)),
     "negative": (lambda xp, a: xp.negative(a), _same, "b", -1),
-    "sign": (_sign, _same, "", rules.ZERO),
+    "sign": (_sign, _same, "", rules.NO_TANGENT),
     "square": (_square, _same, "", lambda m, x, y: 2 * x),
     "sqrt": (lambda xp, a: xp.sqrt(a), dt.to_inexact, "", lambda m, x, y: 0.5 / y),
     "rsqrt": (_rsqrt, dt.to_inexact, "", lambda m, x, y: -0.5 * y / x),
@@ -160,14 +160,14 @@ UNARY = {
               lambda m, x, y: (2 / math.sqrt(math.pi)) * m.exp(-m.square(x))),
     "erfinv": (erfinv_kernel, dt.to_inexact, "c",
               lambda m, x, y: (math.sqrt(math.pi) / 2) * m.exp(m.square(y))),
-    "floor": (_identity_for_ints(lambda xp, a: xp.floor(a)), _same, "c", rules.ZERO),
-    "ceil": (_identity_for_ints(lambda xp, a: xp.ceil(a)), _same, "c", rules.ZERO),
+    "floor": (_identity_for_ints(lambda xp, a: xp.floor(a)), _same, "c", rules.NO_TANGENT),
+    "ceil": (_identity_for_ints(lambda xp, a: xp.ceil(a)), _same, "c", rules.NO_TANGENT),
     "isnan": (_isnan, _bool, "", rules.ZERO),
-    "isinf": (_isinf, _bool, "", rules.ZERO),
-    "isfinite": (_isfinite, _bool, "", rules.ZERO),
+    "isinf": (_isinf, _bool, "", rules.NO_TANGENT),
+    "isfinite": (_isfinite, _bool, "", rules.NO_TANGENT),
     "logical_not": (lambda xp, a: a == 0 if a.dtype.kind == "c" else
                     xp.logical_not(b.truth(xp, a)), _bool,
-                    "", rules.ZERO),
+                    "", rules.NOT),
     "bitwise_invert": (_invert, _same, INTEGRAL, rules.ZERO),
     "arcsin": (lambda xp, a: xp.arcsin(a), dt.to_inexact, "", lambda m, x, y: m.rsqrt(1 - m.square(x))),
     "arccos": (lambda xp, a: xp.arccos(a), dt.to_inexact, "", lambda m, x, y: -m.rsqrt(1 - m.square(x))),
@@ -321,6 +321,7 @@ def _atan2_dy(m, x, y, o):
 
 
 _CONSTANT = (rules.ZERO, rules.ZERO)  # piecewise constant: comparisons, logic, bits
+_LOGICAL = (rules.NO_TANGENT, rules.NO_TANGENT)  # MLX casts the operands to bool first
 
 # name: (kernel(xp, x, y) on inputs of the common dtype, output rule, refused kinds,
 #        partial derivatives d(m, x, y, out), as the unary rows' derivative)
@@ -346,8 +347,8 @@ BINARY = {
     "less_equal": (lambda xp, x, y: xp.less_equal(x, y), _bool, "", _CONSTANT),
     "greater": (lambda xp, x, y: xp.greater(x, y), _bool, "", _CONSTANT),
     "greater_equal": (lambda xp, x, y: xp.greater_equal(x, y), _bool, "", _CONSTANT),
-    "logical_and": (_logical(lambda xp, x, y: xp.logical_and(x, y)), _bool, "", _CONSTANT),
-    "logical_or": (_logical(lambda xp, x, y: xp.logical_or(x, y)), _bool, "", _CONSTANT),
+    "logical_and": (_logical(lambda xp, x, y: xp.logical_and(x, y)), _bool, "", _LOGICAL),
+    "logical_or": (_logical(lambda xp, x, y: xp.logical_or(x, y)), _bool, "", _LOGICAL),
     "bitwise_and": (lambda xp, x, y: xp.bitwise_and(x, y), _same, INTEGRAL, _CONSTANT),
     "bitwise_or": (lambda xp, x, y: xp.bitwise_or(x, y), _same, INTEGRAL, _CONSTANT),
     "bitwise_xor": (lambda xp, x, y: xp.bitwise_xor(x, y), _same, INTEGRAL, _CONSTANT),
@@ -454,7 +455,7 @@ def round(a, /, decimals=0, *, stream=None):
 
 
 _ROUND = b.make("round", _round, vmap=rules.elementwise_vmap, shape=rules.broadcast_shape,
-                **rules.from_derivative(rules.ZERO, "round"))
+                **rules.from_derivative(rules.NO_TANGENT, "round"))
 
 
 def _where(xp, c, x, y, dtype):

@@ -37,8 +37,11 @@ def _contract(x, y, ax, ay, dtype):
     fx = [i for i in range(x.ndim) if i not in ax]
     fy = [j for j in range(y.ndim) if j not in ay]
     k = math.prod(x._shape[i] for i in ax)
-    xm = reshape(transpose(x, fx + list(ax)), (-1, k))
-    ym = reshape(transpose(y, list(ay) + fy), (k, -1))
+    # -1 cannot be inferred beside an empty contraction
+    rows = math.prod(x._shape[i] for i in fx) if k == 0 else -1
+    cols = math.prod(y._shape[j] for j in fy) if k == 0 else -1
+    xm = reshape(transpose(x, fx + list(ax)), (rows, k))
+    ym = reshape(transpose(y, list(ay) + fy), (k, cols))
     out = matmul(xm.astype(dt.from_numpy(dtype)), ym.astype(dt.from_numpy(dtype)))
     return reshape(out, tuple(x._shape[i] for i in fx) + tuple(y._shape[j] for j in fy))
 

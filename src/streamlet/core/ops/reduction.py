@@ -214,6 +214,20 @@ def _extreme_vjp(c, out, x, axis, keepdims, dtype):
     return (_spread(c, x, axis, keepdims) * share,)
 
 
+def _extreme_jvp(t, out, x, axis, keepdims, dtype):
+    """max and min as MLX: the tangent of the first element that reaches the extreme (its
+    arg over the reduced axes, moved last and flattened), not the ties' average."""
+    from .indexing import take_along_axis
+    if not axis:
+        return t[0]
+    kept = [i for i in range(x.ndim) if i not in axis]
+    order = kept + list(axis)
+    flat = lambda a: _sh.flatten(_sh.transpose(a, order), len(kept), -1)  # noqa: E731
+    pick = argmax if out._node.prim.name == "max" else argmin  # noqa: F821
+    got = _sh.squeeze(take_along_axis(flat(t[0]), pick(flat(x), -1, True), -1), -1)
+    return _sh.expand_dims(got, axis) if keepdims else got
+
+
 def _prod_vjp(c, out, x, axis, keepdims, dtype):
     """The product of every other element, from two exclusive cumulative products (no
     division, so zeros are fine), over the reduced axes gathered last and flattened."""
@@ -222,7 +236,10 @@ def _prod_vjp(c, out, x, axis, keepdims, dtype):
     kept = [i for i in range(x.ndim) if i not in axis]
     order = kept + list(axis)
     moved = transpose(x, order)
-    flat = reshape(moved, moved._shape[:len(kept)] + (-1,))
+    lead = moved._shape[:len(kept)]
+    # -1 cannot be inferred beside an empty kept axis
+    flat = reshape(moved, lead + ((int(np.prod(moved._shape[len(kept):])),) if 0 in lead
+                                  else (-1,)))
     others = cumprod(flat, -1, inclusive=False) * cumprod(flat, -1, reverse=True,
                                                           inclusive=False)
     back = transpose(reshape(others, moved._shape), [order.index(i) for i in range(x.ndim)])
@@ -246,6 +263,24 @@ def _no_jvp(t, out, x, **params):
     return zero_tangent(t, out)
 
 
+def _cast_like(x, axis):
+    """Whether all/any over `axis` is, as in MLX, a cast to bool: no axis, or only axes of
+    length one (which a shapeless trace may see change, so there a reduction)."""
+    return not axis or not SHAPELESS.on and builtins.all(x._shape[a] == 1 for a in axis)
+
+
+def _truth_vjp(c, out, x, axis, keepdims, dtype):
+    if not _cast_like(x, axis):
+        return (None,)
+    return (lambda: _sh.reshape(c, x._shape),)  # the transform casts it to x's dtype
+
+
+def _truth_jvp(t, out, x, axis, keepdims, dtype):
+    if not _cast_like(x, axis):
+        return _no_jvp(t, out, x)
+    return _sh.reshape(t[0], out._shape).astype(dt.bool_)
+
+
 # name: (kernel(xp, a, axis, keepdims, **extra), output dtype rule, empty allowed, vjp, jvp)
 # (a rule left None is derived: jvp from vjp by the transform)
 REDUCTIONS = {
@@ -254,13 +289,13 @@ REDUCTIONS = {
     "prod": (_product,
              _sum_dtype, True, _prod_vjp, None),
     "max": (lambda xp, a, axis, keepdims, dtype: xp.max(a, axis, keepdims=keepdims), _same, False,
-            _extreme_vjp, None),
+            _extreme_vjp, _extreme_jvp),
     "min": (lambda xp, a, axis, keepdims, dtype: xp.min(a, axis, keepdims=keepdims), _same, False,
-            _extreme_vjp, None),
+            _extreme_vjp, _extreme_jvp),
     "all": (lambda xp, a, axis, keepdims, dtype: xp.all(b.truth(xp, a), axis, keepdims=keepdims),
-            _bool, True, _no_vjp, _no_jvp),
+            _bool, True, _truth_vjp, _truth_jvp),
     "any": (lambda xp, a, axis, keepdims, dtype: xp.any(b.truth(xp, a), axis, keepdims=keepdims),
-            _bool, True, _no_vjp, _no_jvp),
+            _bool, True, _truth_vjp, _truth_jvp),
     "mean": (_mean, dt.to_inexact, True, _mean_vjp, _mean_jvp),
     "logsumexp": (_logsumexp, dt.to_inexact, None,
                   _logsumexp_vjp, None),  # None: no empty array at all, as MLX
@@ -384,7 +419,8 @@ def _arg(fn):
 
 
 def _make_arg(name, kernel):
-    prim = b.make(name, kernel, vjp=_no_vjp, jvp=_no_jvp, vmap=_arg_vmap, shape=_reduced_shape)
+    prim = b.make(name, kernel, vjp=_no_vjp, jvp=lambda t, out, x, **p: None,  # uint32 zeros
+                  vmap=_arg_vmap, shape=_reduced_shape)
 
     def op(a, /, axis=None, keepdims=False, *, stream=None):
         st = b.resolve(stream)

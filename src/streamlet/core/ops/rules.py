@@ -180,6 +180,10 @@ def along_axes(*names):
 
 # -- elementwise rules from a derivative ----------------------------------------------------
 ZERO = "zero"  # a derivative column: the op is piecewise constant (comparisons, floor, ...)
+# a derivative column: piecewise constant, whose tangent is the zeros of the op's own dtype
+# (MLX's logical ops, floor, ceil, sign, round), not of the input tangent's
+NO_TANGENT = "no tangent"
+NOT = "not"  # logical_not's: MLX casts a non-bool input to bool, so NO_TANGENT, else ZERO
 CONJ = "conj"  # a derivative column: conj, not holomorphic (both rules conjugate)
 DERIVATIVES: dict = {}  # name -> the fused primitive of a derivative (`Derivative`)
 
@@ -210,7 +214,14 @@ class Derivative:
         return m.multiply(self.d(m, *xs), c)
 
     def _built(self, c, xs, conj):
-        d = self.d(_ew.GRAPH, *xs) if self.prim is not None else self.d
+        if self.prim is None:
+            d = self.d
+        else:
+            o = xs[-1]._dtype
+            if o.kind in "fcV" and any(x._dtype.kind in "biu" for x in xs):
+                # an integer or bool input is read as the inexact result type (MLX casts it)
+                xs = tuple(x.astype(o) if x._dtype.kind in "biu" else x for x in xs)
+            d = self.d(_ew.GRAPH, *xs)
         return times(c, conj_if_complex(d) if conj else d)
 
     def times(self, c, xs, conj):
@@ -257,6 +268,9 @@ def from_derivative(deriv, name):
     if deriv is ZERO:
         return {"vjp": lambda c, out, x, **p: (None,),
                 "jvp": lambda t, out, x, **p: zero_tangent(t, out)}
+    if deriv is NO_TANGENT or deriv is NOT:
+        return {"vjp": lambda c, out, x, **p: (None,), "jvp": lambda t, out, x, **p:
+                zero_tangent(t, out) if deriv is NOT and x._dtype.kind == "b" else None}
     if deriv is CONJ:
         return {"vjp": lambda c, out, x, **p: (_conj(c),),
                 "jvp": lambda t, out, x, **p: _conj(t[0])}
@@ -265,12 +279,26 @@ def from_derivative(deriv, name):
             "jvp": lambda t, out, x, **p: d.times(t[0], (x, out), False), **_direct((d,))}
 
 
+def _promoted(t, x, y, out):
+    """The tangents `t` of `x` and `y` as MLX's binary ops see them: an operand cast to the
+    dtype the op computes in (its result's, but a comparison's) has its tangent cast too."""
+    d = out._dtype
+    if x._dtype is d and y._dtype is d:
+        return t
+    if d.kind == "b":
+        d = dt.promote_types(x._dtype, y._dtype)
+    return [u if u is None or v._dtype is d else u.astype(d) for u, v in zip(t, (x, y))]
+
+
 def from_partials(dx, dy, name):
     """vjp and jvp of the binary op `name` from its partial derivatives `dx(m, x, y, out)`
     and `dy(m, x, y, out)` (numbers, or ZERO for both)."""
     if dx is ZERO:
         return {"vjp": lambda c, out, x, y, **p: (None, None),
-                "jvp": lambda t, out, x, y, **p: zero_tangent(t, out)}
+                "jvp": lambda t, out, x, y, **p: zero_tangent(_promoted(t, x, y, out), out)}
+    if dx is NO_TANGENT:
+        return {"vjp": lambda c, out, x, y, **p: (None, None),
+                "jvp": lambda t, out, x, y, **p: None}
     parts = (Derivative(dx, f"{name}_derivative_x"), Derivative(dy, f"{name}_derivative_y"))
 
     def vjp(c, out, x, y, **p):
@@ -279,6 +307,7 @@ def from_partials(dx, dy, name):
 
     def jvp(t, out, x, y, **p):
         xs = (x, y, out)
+        t = _promoted(t, x, y, out)
         terms = [d.times(tx, xs, False) for tx, d in zip(t, parts) if tx is not None]
         return terms[0] if len(terms) == 1 else terms[0] + terms[1]
     return {"vjp": vjp, "jvp": jvp, **_direct(parts)}

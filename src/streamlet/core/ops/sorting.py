@@ -8,7 +8,7 @@ import numpy as np
 
 from . import build as b
 from .build import dt
-from .rules import along_axes, same_shape, stop_gradient, via, zeros_for
+from .rules import along_axes, same_shape, stop_gradient, via, zero_tangent, zeros_for
 
 
 def _along(a, axis, op, stream):
@@ -74,7 +74,8 @@ _PARTITION = b.make("partition", lambda xp, a, kth, axis:
                     _sorted_values(a, xp.partition, kth, axis),
                     **_permuted_vjp(lambda x, kth, axis: argpartition(x, kth, axis)))
 _ARGPARTITION = b.make("argpartition", lambda xp, a, kth, axis:
-                       xp.argpartition(_keys(a), kth, axis).astype("uint32"), **_INDICES)
+                       xp.argpartition(_keys(a), kth, axis).astype("uint32"),
+                       **dict(_INDICES, jvp=lambda t, out, x, **p: zero_tangent(t, out)))
 
 
 def _kth(kth, n, op):

@@ -118,12 +118,12 @@ def _scatter_vjp(c, out, a, value, *arrays, index, mode):
     if mode == "multiply" and not arrays:  # slices: no element is written twice
         return (lambda: scatter(c, idx, value, "multiply"),
                 lambda: getitem(c, idx) * getitem(a, idx)) + none
-    raise ValueError("[scatter] VJP not implemented for scatter_prod")
+    raise RuntimeError("[scatter] VJP not implemented for scatter_prod")
 
 
 def _scatter_jvp(t, out, a, value, *arrays, index, mode):
     if mode not in ("set", "add", "subtract"):
-        raise ValueError(f"[scatter] No jvp rule for scatter with {mode}.")
+        raise RuntimeError(f"[scatter] JVP not yet implemented (scatter with {mode}).")
     ta = t[0] if t[0] is not None else rules.zeros_for(a, out._dtype)
     tv = t[1] if t[1] is not None else rules.zeros_for(value, out._dtype)
     return scatter(ta, fill_index(index, arrays), tv, mode)
