@@ -92,3 +92,14 @@ def assert_same_bits(mlx, fn):
         assert isinstance(ours, type) and issubclass(ours, theirs), (ours, theirs)
     else:
         assert repr(ours) == repr(theirs)
+
+
+def assert_close_outcome(mlx, fn, rtol=1e-5):
+    """`fn(streamlet.core)` gives `fn(mlx.core)`'s dtypes and shapes, and values within
+    `rtol` of the largest magnitude (at least 1)."""
+    ours, theirs = bits_outcome(mx, fn), bits_outcome(mlx, fn)
+    assert not isinstance(ours, type) and not isinstance(theirs, type), (ours, theirs)
+    for o, t in zip(ours, theirs, strict=True):
+        assert o[:2] == t[:2]
+        a, b = np.array(o[2], np.float64), np.array(t[2], np.float64)
+        np.testing.assert_allclose(a, b, rtol=0, atol=rtol * max(np.abs(b).max(initial=0), 1))

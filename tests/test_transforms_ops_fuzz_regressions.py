@@ -5,17 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import streamlet.core as mx
-from parity import assert_same_bits, bits_outcome
-
-
-def _close(mlx, fn, rtol=1e-5):
-    ours, theirs = bits_outcome(mx, fn), bits_outcome(mlx, fn)
-    assert not isinstance(ours, type) and not isinstance(theirs, type), (ours, theirs)
-    for o, t in zip(ours, theirs, strict=True):
-        assert o[:2] == t[:2]
-        a, b = np.array(o[2], np.float64), np.array(t[2], np.float64)
-        np.testing.assert_allclose(a, b, rtol=0, atol=rtol * max(np.abs(b).max(initial=0), 1))
+from parity import assert_close_outcome, assert_same_bits
 
 
 @pytest.mark.parametrize("case", ["vjp", "jvp"])
@@ -34,7 +24,7 @@ def test_scatter_without_a_rule_raises_a_runtime_error(mlx, case):
 def test_jvp_of_a_variance_of_integers_keeps_the_float_tangent(mlx, op, dtype):
     """A rule derived from the vjp no longer casts the vjp to the integer input's dtype
     (the tangent was 0)."""
-    _close(mlx, lambda M: M.jvp(lambda x: getattr(M, op)(x, axis=0), [
+    assert_close_outcome(mlx, lambda M: M.jvp(lambda x: getattr(M, op)(x, axis=0), [
         M.array(np.array([[1, 3], [4, 2]], dtype))], [M.array([[0.5, -0.25], [1.0, 2.0]])])[1])
 
 
@@ -43,7 +33,7 @@ def test_jvp_of_a_variance_of_integers_keeps_the_float_tangent(mlx, op, dtype):
 def test_jvp_of_a_reduction_of_integers_with_float_tangents(mlx, op, dtype):
     """The tangent of an integer reduction stays float, as MLX's (prod's was truncated)."""
     x = np.array([1, 2, 3]) if dtype != "bool_" else np.array([True, False, True])
-    _close(mlx, lambda M: M.jvp(lambda x: getattr(M, op)(x), [
+    assert_close_outcome(mlx, lambda M: M.jvp(lambda x: getattr(M, op)(x), [
         M.array(x).astype(getattr(M, dtype))], [M.array([0.5, 1.0, 2.0])])[1])
 
 
@@ -117,7 +107,7 @@ def test_derivatives_of_integer_inputs_are_taken_in_float(mlx, dtype):
     def program(M):
         a = M.array(x).astype(getattr(M, dtype))
         return M.jvp(M.erf, [a], [M.array([0.5, 1.0, 2.0])])[1]
-    _close(mlx, program)
+    assert_close_outcome(mlx, program)
 
 
 _PIECEWISE = {
@@ -166,4 +156,4 @@ def test_vmap_of_vmap_of_a_norm_with_a_batched_weight(mlx, norm, axes, shapes):
             f = lambda x, w: M.fast.layer_norm(x, None, w, 1e-5)  # noqa: E731
         inner = M.vmap(f, in_axes=axes[0])
         return M.vmap(inner, in_axes=axes[1])(M.array(x), M.array(w))
-    _close(mlx, program)
+    assert_close_outcome(mlx, program)
