@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import operator
 
 import numpy as np
 
@@ -116,6 +117,8 @@ def parse_index(a, index, op):
         index = (index,)
     template, probe, arrays = [], [], []
     for x in index:
+        if type(x) is np.ndarray and x.ndim == 0:  # MLX: a scalar index (TypeError if not
+            x = operator.index(x)                   # an integer), not an index array
         if isinstance(x, (list, np.ndarray)) or isinstance(x, b.array):
             x = b.as_array(x, op) if not isinstance(x, b.array) else x
             if x._dtype.kind not in "iu":
@@ -140,7 +143,10 @@ def parse_index(a, index, op):
             probe.append(int(x))
         else:  # a float, a bool, a string...: MLX's ValueError
             raise ValueError(f"[{op}] Cannot index an array with {type(x).__name__}.")
-    if arrays and Ellipsis in template and \
+    if len(arrays) > 1 and any(x._dtype is b.dt.uint64 for x in arrays) and \
+            any(x._dtype.kind == "i" for x in arrays):  # their common type is a float in MLX
+        raise ValueError(f"[{op}] Got indices with invalid dtype. Indices must be integral.")
+    if arrays and sum(1 for s in template if s is Ellipsis) == 1 and \
             sum(1 for s in template if s is not None and s is not Ellipsis) == a.ndim:
         # MLX spells an Ellipsis out as the slices it stands for: one that stands for no
         # axis is no index at all, and leaves the integer indices around it side by side

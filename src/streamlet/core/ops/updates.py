@@ -168,6 +168,10 @@ def _update(a, index, value, mode, op, stream):
     if whole is not False:
         return _whole(a, whole, value, mode, op, stream)
     template, arrays, target = parse_index(a, index, op)
+    if arrays and any(n == 0 for _, n in slot_bounds(a, arrays, template)):
+        # MLX scatters a block of length 1 along an axis an index array picks from
+        raise ValueError(f"[scatter] Cannot scatter along an axis of length 0 of an array "
+                         f"of shape {a._shape}.")
     # a Python scalar as MLX takes it: in `a`'s dtype where it fits (an integer that does
     # not is a ValueError), a float into an integer array as float32
     value = _value_of(a, value, op)
