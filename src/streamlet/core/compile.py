@@ -57,15 +57,19 @@ class Tape:
     traces the call (its rules need the single ops)."""
 
     def __init__(self, n_inputs, constants, steps, outputs, result, n_state, shapeless,
-                 input_shapes=None):
+                 input_shapes=None, traced_shapes=None):
         self.n_inputs, self.constants, self.steps = n_inputs, constants, steps
         self.outputs, self.result, self.n_state = outputs, result, n_state
         self.shapeless = shapeless
         self.fused = fuse(steps, outputs, n_inputs + len(constants))
         self.gpu_fused = self.gpu_whole = self.gpu_refuses = None  # known on a GPU
+        self.fixed = None  # the input shapes a step without a shape rule was traced at
         if shapeless:
             for st in steps:
-                if st.prim.shape is None and st.prim is not SELECT:
+                if st.prim.shape is None and st.prim.name in _COMPOSED \
+                        and traced_shapes is not None:
+                    self.fixed = tuple(traced_shapes)
+                elif st.prim.shape is None and st.prim is not SELECT:
                     raise ValueError(f"[compile] The primitive {st.prim.name} cannot be "
                                      "compiled shapeless (its output shape is not known for "
                                      "inputs of other shapes).")
@@ -92,6 +96,9 @@ class Tape:
         elif not traced and self.fused is not None:
             steps, outputs = self.fused
         shapeless = self.shapeless
+        if shapeless and self.fixed is not None and \
+                tuple([v.shape for v in values[:self.n_inputs]]) != self.fixed:
+            raise NewShapes  # traced again at these shapes
         if shapeless and self.broadcasts:
             self._check_broadcasts(values)
         for s in steps:
@@ -121,6 +128,9 @@ class Tape:
             if s.prim is SELECT:
                 shapes.append((ins[0][1]["outs"][s.params["index"]][0], s.params))
                 continue
+            if s.prim.shape is None:  # the inputs' shapes are the traced ones (self.fixed)
+                shapes.append((s.shape, s.params))
+                continue
             shape, params = s.prim.shape(s.params or {}, *[i[0] for i in ins])
             axes = self.broadcasts.get(k)
             if axes is not None and _broadcast_axes([i[0] for i in ins], shape) != axes:
@@ -142,6 +152,12 @@ class Tape:
         self.gpu_whole = whole(self.steps, self.outputs, self.n_inputs, first, dtypes[:first])
         if self.gpu_whole is None:
             self.gpu_fused = fuse(self.steps, self.outputs, first, gpu_dtypes=dtypes[:first]) or ()
+
+
+# Ops without a shape rule that MLX builds from ops of its own (which replay at the traced
+# shapes at least): in a shapeless trace they run, and other shapes trace again.
+_COMPOSED = frozenset({"diag", "diagonal", "divmod", "einsum", "inner", "kron", "linalg.norm",
+                       "repeat", "tensordot", "tril", "triu"})
 
 
 def _broadcasting():
@@ -170,6 +186,8 @@ def _new_shape(step, ins):
     if step.prim is SELECT:
         box = ins[0]
         return box.params["outs"][step.params["index"]][0], step.params
+    if step.prim.shape is None:  # one of _COMPOSED, at the shapes it was traced at
+        return step.shape, step.params
     return step.prim.shape(step.params or {}, *[i.shape for i in ins])
 
 
@@ -319,8 +337,9 @@ class _Compiled:
             nodes = [o._node for o in outs + state]
             _check_captured(nodes, flat)
             constants, steps, out_refs = _record(nodes, starts, default)
-        shapes = [p.shape for p in starts] if SHAPELESS.ruled else None
-        return Tape(len(flat), constants, steps, out_refs, result, len(state), shapeless, shapes)
+        shapes = [p.shape for p in starts]
+        return Tape(len(flat), constants, steps, out_refs, result, len(state), shapeless,
+                    shapes if SHAPELESS.ruled else None, shapes)
 
 
 def compile(fun, inputs=None, outputs=None, shapeless=False):
