@@ -250,7 +250,7 @@ def _remainder(xp, x, y):
 
 
 def _extreme(name):
-    """MLX's minimum/maximum: `x` where it is NaN (for complex: its real part) or compares
+    """MLX's minimum/maximum: `x` where it is NaN (for complex: either part) or compares
     less (greater) than `y`, else `y`; so `minimum(0, -0)` is -0 and `minimum(-0, 0)` is 0,
     in every float type (NumPy's float16 minimum keeps the first zero).  Complex numbers
     compare as MLX's do, by real part, then imaginary part."""
@@ -264,7 +264,7 @@ def _extreme(name):
                 take = (xr < yr) | ((xr == yr) & (x.imag < y.imag))
             else:
                 take = (xr > yr) | ((xr == yr) & (x.imag > y.imag))
-            return xp.where(take | (xr != xr), x, y)
+            return xp.where(take | (x != x), x, y)  # a NaN in either part
         take = x < y if name == "minimum" else x > y
         return xp.where(take | (x != x), x, y)
     return kernel

@@ -237,16 +237,31 @@ def _int_indices(indices, op):
     return indices
 
 
+def _check_int_take(a, i, ax):
+    """As MLX: a Python int index takes the slice [i, i + 1) and squeezes it, so an empty
+    array and an index out of range fail when built (-1, whose slice MLX 0.32.4 gets
+    empty, is the last element here, as every other negative index is)."""
+    if a.size == 0:
+        raise ValueError("[take] Cannot do a non-empty take from an array with zero elements.")
+    n = a._shape[ax]
+    if not -n <= i < n:
+        raise ValueError(f"[squeeze] Cannot squeeze axis {ax} with size 0 which is not "
+                         "equal to 1.")
+
+
 def take(a, /, indices, axis=None, *, stream=None):
     """Elements of `a` at `indices` along `axis` (of the flattened array if None); negative
     indices count from the end, out-of-range ones fail when the op runs."""
     from .shape import flatten
     a = b.as_array(a, "take")
-    indices = _int_indices(indices, "take")
+    pyint = int(indices) if isinstance(indices, int) and -2**31 <= indices < 2**31 else None
+    indices = _int_indices(indices if pyint is None else pyint, "take")
     if axis is None:
         a, axis = flatten(a, stream=stream), 0
     ax = b.normalize_axis(axis, a.ndim, "take")
-    if a._shape[ax] == 0 and indices.size:
+    if pyint is not None:
+        _check_int_take(a, pyint, ax)
+    elif a._shape[ax] == 0 and indices.size:
         raise ValueError("[take] Cannot do a non-empty take from an array with zero elements.")
     shape = a._shape[:ax] + indices._shape + a._shape[ax + 1:]
     return b.node(_TAKE, (a, indices), shape, a._dtype, {"axis": ax}, b.resolve(stream))
@@ -352,12 +367,26 @@ _SLICE = b.make("slice", _dynamic_slice, vjp=_dynamic_slice_vjp, vmap=_dynamic_s
 
 
 def _slice_args(a, start_indices, axes, op):
-    starts = _int_indices(start_indices, op)
+    """The starts (0-d or 1-D, one per axis, integers: as MLX checks them) as a 1-D array,
+    and the axes normalized."""
+    from .shape import reshape
+    starts = b.as_array(start_indices, op)
+    if starts.size > a.ndim:
+        raise ValueError(f"[{op}] Invalid number of starting positions for array with "
+                         f"dimension {a.ndim}.")
+    if starts.ndim > 1:
+        raise ValueError(f"[{op}] array of starting indices must be zero or one dimensional "
+                         f"but has dimension {starts.ndim}.")
+    if starts.size != len(axes):
+        raise ValueError(f"[{op}] Number of starting indices {starts.size} does not match "
+                         f"number of axes {len(axes)}.")
+    if starts._dtype.kind not in "iu":
+        raise ValueError(f"[{op}] Start indices must be integers, got type "
+                         f"{starts._dtype.name}.")
     axes = tuple(b.normalize_axis(x, a.ndim, op) for x in axes)
-    if starts._shape != (len(axes),):
-        raise ValueError(f"[{op}] Expected {len(axes)} start indices, got shape "
-                         f"{starts._shape}.")
-    return starts, axes
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"[{op}] Repeat axes not allowed.")
+    return (reshape(starts, (1,)) if starts.ndim == 0 else starts), axes
 
 
 def slice(a, start_indices, axes, slice_size, *, stream=None):

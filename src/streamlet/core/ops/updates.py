@@ -483,16 +483,17 @@ def slice_update(a, update, start_indices, axes, *, stream=None):
     a = b.as_array(a, "slice_update")
     starts, axes = _slice_args(a, start_indices, axes, "slice_update")
     update = b.as_array(update, "slice_update")
-    if update.ndim < a.ndim:
-        # as MLX: the axes the update lacks are `a`'s whole axes (the block covers them),
-        # but for the sliced ones, where it is one wide
-        lead = a.ndim - update.ndim
-        update = broadcast_to(update, tuple(1 if i in axes else a._shape[i]
-                                            for i in range(lead)) + update._shape,
-                              stream=stream)
-    if update.ndim != a.ndim or any(u > n for u, n in zip(update._shape, a._shape)):
+    if update.ndim > a.ndim:
         raise ValueError(f"[slice_update] Update of shape {update._shape} does not fit array "
                          f"of shape {a._shape} on axes {axes}.")
+    # as MLX: the axes the update lacks are `a`'s whole axes (the block covers them), but
+    # for the sliced ones, where it is one wide; an axis longer than `a`'s is cut to it (so
+    # a 1 broadcasts to a 0; any other length fails to broadcast)
+    lead = a.ndim - update.ndim
+    shape = tuple(1 if i in axes else a._shape[i] for i in range(lead)) + tuple(
+        min(u, n) for u, n in zip(update._shape, a._shape[lead:]))
+    if shape != update._shape:
+        update = broadcast_to(update, shape, stream=stream)
     update = _cast(update, a._dtype, stream=stream)
     return b.node(_SLICE_UPDATE, (a, update, starts), a._shape, a._dtype, {"axes": axes},
                   b.resolve(stream))
