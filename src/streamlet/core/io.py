@@ -188,9 +188,13 @@ def _load_npy(f, stream, owned):
     MLX's lazy load does (the header, read now, gives the shape and dtype; the file is
     kept open until then); else read now.  Data cut short fails when evaluated."""
     fmt = np.lib.format
-    version = fmt.read_magic(f)
-    header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
-    shape, fortran, descr = header(f)
+    try:
+        version = fmt.read_magic(f)
+        header = fmt.read_array_header_1_0 if version == (1, 0) else \
+            fmt.read_array_header_2_0
+        shape, fortran, descr = header(f)
+    except ValueError as exc:  # not an .npy header: MLX's error is a RuntimeError
+        raise RuntimeError(f"[load] Invalid header: {exc}") from None
     shape, d = tuple(shape), _npy_dtype(descr)
     params = {"file": f, "offset": f.tell(), "descr": descr, "fortran": fortran,
               "shape": shape, "close": owned}
@@ -260,6 +264,16 @@ def _format(file, format):
     return suffix[1:] if suffix else ""
 
 
+def _is_zip(file):
+    if isinstance(file, (str, os.PathLike)):
+        return zipfile.is_zipfile(file)
+    at = file.tell()
+    try:
+        return zipfile.is_zipfile(file)
+    finally:
+        file.seek(at)
+
+
 def load(file, /, format=None, return_metadata=False, *, stream=None):
     """Load an array (`.npy`) or a dict of arrays (`.npz`, `.safetensors`, `.gguf`).
 
@@ -285,6 +299,9 @@ def load(file, /, format=None, return_metadata=False, *, stream=None):
         except BaseException:
             f.close()
             raise
+    if fmt == "npz" and not _is_zip(file):  # a missing file too, as in MLX
+        raise ValueError("[load_npz] Input must be a zip file or a file-like object that "
+                         "can be opened with zipfile.ZipFile")
     with _open(file, "rb") as f:
         if fmt == "safetensors":
             arrays, metadata = _load_safetensors(f)
