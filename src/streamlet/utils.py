@@ -100,8 +100,9 @@ def _flatten_into(tree, prefix, is_leaf, add):
 def tree_unflatten(tree) -> Any:
     """Rebuild a tree from ``(dotted path, leaf)`` pairs (a list, or a dict of them).
 
-    A level whose keys are all canonical integers (``"0"``, ``"1"``, not ``"01"``) becomes a
-    list, padded with ``{}`` where indices are missing; any other level becomes a dict.
+    A level whose keys all parse with ``int()`` (``"0"``, ``"01"``, ``"-1"``, ``" 2"``) to
+    distinct values becomes a list, filled in ascending order and padded with ``{}`` where
+    indices are missing (``"1"`` with ``"01"`` collide: a dict); any other level is a dict.
 
     >>> tree_unflatten([("hello.world", 42)])
     {'hello': {'world': 42}}
@@ -115,13 +116,24 @@ def tree_unflatten(tree) -> Any:
     for key, value in items:
         head, _, tail = key.partition(".")
         children.setdefault(head, []).append((tail, value))
-    if all(k.isdigit() and str(int(k)) == k for k in children):
+    indices = _list_indices(children)
+    if indices is not None:
         out: list = []
-        for index in sorted(children, key=int):
-            out.extend({} for _ in range(int(index) - len(out)))
-            out.append(tree_unflatten(children[index]))
+        for index, key in indices:
+            out.extend({} for _ in range(index - len(out)))
+            out.append(tree_unflatten(children[key]))
         return out
     return {k: tree_unflatten(v) for k, v in children.items()}
+
+
+def _list_indices(children):
+    """Sorted ``(int(key), key)`` pairs when every key is an integer to ``int()`` and no two
+    keys name the same index; otherwise None (the level is a dict)."""
+    try:
+        indices = {int(key): key for key in children}
+    except ValueError:
+        return None
+    return sorted(indices.items()) if len(indices) == len(children) else None
 
 
 def tree_reduce(fn: Callable, tree: Any, initializer: Any = None,
@@ -143,7 +155,9 @@ def tree_merge(tree_a: Any, tree_b: Any, merge_fn: Optional[Callable] = None) ->
     """One tree holding the leaves of both: a deep ``dict.update`` that refuses to overwrite.
 
     ``None`` and empty containers are empty subtrees.  Where both trees have a leaf at the
-    same place, ``merge_fn(a, b)`` combines them; without it that is a ``ValueError``.
+    same place, ``merge_fn(a, b)`` combines them; without it that is a ``ValueError``.  Two
+    empty subtrees at one place (other than two empty containers of one type) count as
+    ``merge_fn(None, None)``.
 
     >>> tree_merge({"a": 0, "c": [1]}, {"b": 1, "c": [None, 2]})
     {'a': 0, 'c': [1, 2], 'b': 1}
@@ -155,7 +169,7 @@ def tree_merge(tree_a: Any, tree_b: Any, merge_fn: Optional[Callable] = None) ->
         return type(tree_a)()
     a = None if empty_a else tree_a
     b = None if empty_b else tree_b
-    if a is None or b is None:
+    if (a is None) != (b is None):  # two Nones are two leaves at one place, as in MLX
         return b if a is None else a
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return _rebuild(a, [tree_merge(x, y, merge_fn) for x, y in zip_longest(a, b)])

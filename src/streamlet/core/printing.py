@@ -8,6 +8,7 @@ from __future__ import annotations
 import array as _std_array
 import contextlib
 import math
+import operator
 import reprlib
 
 import numpy as np
@@ -32,13 +33,26 @@ _OPTIONS = PrintOptions()
 
 
 def set_printoptions(precision: int = -1) -> None:
-    """Print floats with `precision` decimals from now on (-1: the default `%g`).
+    """Print floats with `precision` decimals from now on (-1: the default `%g`; any other
+    negative value: six decimals).
 
     >>> set_printoptions(precision=2); get_printoptions().precision
     2
     >>> set_printoptions()
     """
-    _OPTIONS.precision = int(precision)
+    _OPTIONS.precision = _checked_precision(precision, "set_printoptions", "None")
+
+
+def _checked_precision(precision, name: str, returns: str) -> int:
+    """`precision` as MLX's binding takes it: an int (or `__index__`) that fits 32 bits."""
+    try:
+        value = operator.index(precision)
+    except TypeError:
+        value = None
+    if value is None or not -2**31 <= value < 2**31:
+        raise TypeError(f"{name}(): incompatible function arguments. The following argument "
+                        f"types are supported:\n    1. {name}(precision: int = -1) -> {returns}")
+    return value
 
 
 def get_printoptions() -> PrintOptions:
@@ -49,8 +63,9 @@ def get_printoptions() -> PrintOptions:
 @contextlib.contextmanager
 def printoptions(precision: int = -1):
     """Use `precision` inside a `with` block; the previous options come back on exit."""
+    precision = _checked_precision(precision, "printoptions", "mlx.core._PrintOptionsContext")
     saved = _OPTIONS.precision
-    _OPTIONS.precision = int(precision)
+    _OPTIONS.precision = precision
     try:
         yield get_printoptions()
     finally:
@@ -60,17 +75,22 @@ def printoptions(precision: int = -1):
 def _float_text(x: float, precision: int) -> str:
     if x != x:  # C's printf, which MLX uses, shows the sign of a NaN
         return "-nan" if math.copysign(1.0, x) < 0 else "nan"
-    if precision < 0 or x in (float("inf"), float("-inf")):
+    if precision == -1 or x in (float("inf"), float("-inf")):
         return f"{x:g}"
-    return f"{x:.{precision}f}"
+    # Any other negative precision is C++'s default one, six digits, in fixed notation.
+    return f"{x:.{precision if precision >= 0 else 6}f}"
 
 
 def _scalar_text(x, kind: str, precision: int) -> str:
     if kind == "b":
         return "True" if x else "False"
     if kind == "c":
-        re, im = _float_text(float(x.real), precision), _float_text(float(x.imag), precision)
-        return f"{re}{im if im[0] == '-' else '+' + im}j"
+        # MLX writes "+" and the imaginary part as is when it is >= 0 (so -0.0 too) or NaN,
+        # else "-" and its magnitude: -0.0 shows as "+-0j", a negative NaN as "+-nanj".
+        re, im = _float_text(float(x.real), precision), float(x.imag)
+        if im >= 0 or im != im:
+            return f"{re}+{_float_text(im, precision)}j"
+        return f"{re}-{_float_text(-im, precision)}j"
     if kind == "f":
         return _float_text(float(x), precision)
     return str(int(x))
