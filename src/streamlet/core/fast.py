@@ -257,7 +257,10 @@ def _exp_as_mlx(xp, x):
 @functools.lru_cache(maxsize=64)
 def _inv_freqs(xp, half, base):
     """RoPE's default frequencies, base^(-i / half): the same for every call of a layer."""
-    inv = _exp_as_mlx(xp, xp.arange(0, -half, -1, dtype=_F32) * _F32(math.log(base) / half))
+    # MLX takes the log of the float32 base in float32 (0: -inf, negative: NaN), then / half
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = _F32(np.log(np.float64(_F32(base)))) / _F32(half)
+        inv = _exp_as_mlx(xp, xp.arange(0, -half, -1, dtype=_F32) * rate)
     if xp is np:
         inv.flags.writeable = False
     return inv
@@ -272,7 +275,7 @@ def _rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
     half = dims // 2
     pos = xp.arange(x.shape[2], dtype=_F32)
     off = offset.astype(_F32)
-    pos = pos + (off.reshape(-1, 1, 1) if off.size > 1 else off.reshape(()))
+    pos = pos + (off.reshape(-1, 1, 1) if off.size != 1 else off.reshape(()))
     pos = pos * _F32(scale)
     if freqs:
         inv = _F32(1) / freqs[0].astype(_F32)
@@ -435,10 +438,14 @@ def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
         raise ValueError("[rope] Only one of base or freqs can have a value.")
     if freqs is None and base is None:
         raise ValueError("[rope] Neither base nor freqs has a value.")
-    if isinstance(offset, (int, np.integer)) and not -2**31 <= offset < 2**31:
-        raise OverflowError(f"[rope] offset {offset} is outside the int32 range.")
-    off = b.array(np.array(offset, dtype=np.int32)) if isinstance(offset, (int, np.integer)) \
-        else b.as_array(offset, "rope")
+    # a Python int (not a bool: MLX makes that a bool array, refused below); one beyond
+    # int32 raises, where MLX wraps it (docs/differences.rst: ints a dtype cannot hold)
+    if isinstance(offset, (int, np.integer)) and not isinstance(offset, (bool, np.bool_)):
+        if not -2**31 <= offset < 2**31:
+            raise OverflowError(f"[rope] offset {offset} is outside the int32 range.")
+        off = b.array(np.array(offset, dtype=np.int32))
+    else:
+        off = b.as_array(offset, "rope")
     if x.ndim < 3:
         raise ValueError(f"[rope] Input must have at least 3 dimensions but got input with "
                          f"{x.ndim} dimensions.")
@@ -452,6 +459,10 @@ def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
                          f"but has shape {off._shape}.")
     if off._dtype.kind not in "iu":
         raise ValueError(f"[rope] offset must be an integer but got type {off._dtype.name}.")
+    if off.size == 0 and x._shape[-2] not in (0, 1):
+        # MLX adds the offset to the positions arange(T): (0,) does not broadcast with (T,)
+        raise ValueError(f"[broadcast_shapes] Shapes ({x._shape[-2]}) and (0) cannot be "
+                         "broadcast.")
     if off._dtype.size != 4:
         off = astype(off, dt.int32, stream=stream)
     dims = b.int_arg(dims, "rope", "dims")

@@ -445,6 +445,8 @@ argmin = _make_arg("argmin", _arg(lambda a, axis, **kw: a.argmin(axis, **kw)))
 
 
 def _softmax(xp, a, axis, dtype, precise):
+    if a.size == 0:  # nothing to normalize (xp.max has no identity for an empty axis)
+        return a.astype(dtype)
     x = a.astype("float32") if precise and a.dtype.itemsize < 4 else a.astype(dtype, copy=False)
     m = xp.max(x, axis=axis, keepdims=True)
     e = xp.exp(x - m)
