@@ -18,7 +18,6 @@ are computed in float32.
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
@@ -275,16 +274,12 @@ def _bad_argument(op, value, what):
 
 
 def _int(value, op, what):
-    """An int argument as MLX's binding converts it: an int, a bool, a NumPy integer or
-    anything else with `__index__`, in 32-bit range; otherwise (a float, a string, None)
-    a TypeError before any check of the arrays."""
+    """An int argument as MLX's binding converts it (`build.int_arg`), a TypeError naming
+    the sequence form too before any check of the arrays."""
     try:
-        v = operator.index(value)
+        return b.int_arg(value, op, what)
     except TypeError:
         raise _bad_argument(op, value, what) from None
-    if not -2**31 <= v < 2**31:
-        raise _bad_argument(op, value, what)
-    return v
 
 
 def _int_list(value, op, what):

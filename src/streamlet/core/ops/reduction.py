@@ -43,18 +43,18 @@ def _wide(a):
     return a.astype("float32") if a.dtype.name in _HALF else a
 
 
-def _total(xp, a, axis, keepdims, dtype):
-    if not axis:  # no axis reduced: the input itself (NumPy's sum makes -0 a 0)
-        return a.astype(dtype)
-    return xp.sum(_wide(a), axis, None if a.dtype.name in _HALF else dtype,
-                  keepdims=keepdims).astype(dtype, copy=False)
+def _accumulating(name):
+    """The kernel of sum or prod (`name`): half types accumulated in float32 (`_wide`); no
+    axis reduced is the input itself (NumPy's sum makes -0 a 0)."""
+    def kernel(xp, a, axis, keepdims, dtype):
+        if not axis:
+            return a.astype(dtype)
+        return getattr(xp, name)(_wide(a), axis, None if a.dtype.name in _HALF else dtype,
+                                 keepdims=keepdims).astype(dtype, copy=False)
+    return kernel
 
 
-def _product(xp, a, axis, keepdims, dtype):
-    if not axis:
-        return a.astype(dtype)
-    return xp.prod(_wide(a), axis, None if a.dtype.name in _HALF else dtype,
-                   keepdims=keepdims).astype(dtype, copy=False)
+_total, _product = _accumulating("sum"), _accumulating("prod")
 
 
 def _last_dim(shape, axis):
