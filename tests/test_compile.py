@@ -7,6 +7,7 @@ import io
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -259,3 +260,35 @@ def test_shapeless_gradients_of_means_follow_new_shapes(loss, batched):
         x = mx.array(rng.standard_normal(shape).astype(np.float32))
         np.testing.assert_allclose(np.array(compiled(x)), np.array(grad(x)), rtol=1e-5,
                                    atol=1e-6)
+
+
+def test_a_trace_of_one_thread_replays_in_another_before_it_evaluated():
+    """The constants a trace builds (here value_and_grad's seed broadcast) are computed
+    when traced: a replay in another thread cannot run them on the tracer's streams."""
+    def step(w, x):
+        v, g = mx.value_and_grad(lambda w, x: mx.mean(mx.square(x @ w)))(w, x)
+        return v, w - 0.1 * g
+    c = mx.compile(step)
+    w, x = mx.ones((3, 3)), mx.ones((2, 3))
+    mx.eval(w, x)
+    traced, got = threading.Event(), {}
+
+    def trace():
+        with mx.stream(mx.new_stream(mx.default_device())):
+            got["first"] = c(w, x)  # not evaluated
+        traced.set()
+
+    def replay():
+        traced.wait()
+        with mx.stream(mx.new_stream(mx.default_device())):
+            try:
+                got["second"] = [a.tolist() for a in c(w, x)]
+            except RuntimeError as exc:
+                got["second"] = exc
+    threads = [threading.Thread(target=trace), threading.Thread(target=replay)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    want = [a.tolist() for a in step(w, x)]
+    assert got["second"] == want

@@ -22,7 +22,8 @@ from .graph import SHAPELESS, TRACING, NewShapes, Node
 from .fusion import fuse
 from .gpu_program import whole
 from .ops.build import SELECT
-from .stream import resolve
+from .eval import dispatch
+from .stream import resolve, usable_here
 
 _enabled = [os.environ.get("MLX_DISABLE_COMPILE", "") in ("", "0", "false", "False")]
 
@@ -277,6 +278,15 @@ def _record(outputs, placeholders, default):
     return constants, steps, [slot[id(o)] for o in outputs]
 
 
+def _compute_constants(constants):
+    """Compute the constants a trace left unevaluated, here: a replay in another thread
+    could not run them on this thread's streams."""
+    pending = [c for c in constants if c.data is None and c.error is None and
+               c.stream is not None and usable_here(c.stream)]
+    if pending:
+        dispatch(pending, blocking=True)
+
+
 class _Compiled:
     def __init__(self, fun, inputs, outputs, shapeless):
         self.fun, self.inputs, self.outputs, self.shapeless = fun, inputs, outputs, shapeless
@@ -337,6 +347,7 @@ class _Compiled:
             nodes = [o._node for o in outs + state]
             _check_captured(nodes, flat)
             constants, steps, out_refs = _record(nodes, starts, default)
+        _compute_constants(constants)
         shapes = [p.shape for p in starts]
         return Tape(len(flat), constants, steps, out_refs, result, len(state), shapeless,
                     shapes if SHAPELESS.ruled else None, shapes)

@@ -480,6 +480,11 @@ def check_usable(state):
         raise RuntimeError(f"There is no {_short(state.stream)} in current thread.")
 
 
+def usable_here(state) -> bool:
+    """Whether this thread may evaluate on the stream (what `check_usable` checks)."""
+    return not state.closed and (state.owner is None or state.owner is _owner())
+
+
 def _short(s):
     return f"Stream({s.device.type.name}, {s.index})"
 
