@@ -33,7 +33,10 @@ class _Conv(Module):
                              f"by the number of groups ({groups})")
         kernel_size, stride, padding = (_per_axis(v, n) for v in (kernel_size, stride, padding))
         kernel = (kernel_size,) if n == 1 else tuple(kernel_size)
-        scale = math.sqrt(1 / (in_channels // groups * math.prod(kernel)))
+        if len(kernel) < n:  # MLX reads one size per axis: an IndexError
+            raise IndexError(f"[{type(self).__name__}] kernel_size {kernel_size} has fewer "
+                             f"than {n} sizes.")
+        scale = math.sqrt(1 / (in_channels // groups * math.prod(kernel[:n])))
         self.weight = mx.random.uniform(low=-scale, high=scale,
                                         shape=(out_channels, *kernel, in_channels // groups))
         if bias:
