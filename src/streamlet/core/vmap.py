@@ -67,8 +67,13 @@ LOOPED_MULTI = make("vmap_loop", _looped, multi=True, vjp=_looped_vjp)
 def batch_by_loop(axes, out, /, *inputs, **params):
     """The fallback rule: `out`'s primitive applied to each slice along the batch axes
     (`out` is the list of results for a multi-output primitive)."""
+    from .ops import zeros
     from .ops.build import multi
     size = next(x._shape[ax] for x, ax in zip(inputs, axes) if ax is not None)
+    if size == 0:  # no slice to apply it to: the empty results
+        if isinstance(out, list):
+            return [zeros((0,) + o._shape, o._dtype) for o in out], [0] * len(out)
+        return zeros((0,) + out._shape, out._dtype), 0
     if isinstance(out, list):
         n = out[0]._node.inputs[0]
         loop = {"prim": n.prim, "axes": tuple(axes), "size": size, "params": params}

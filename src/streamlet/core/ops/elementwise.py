@@ -184,7 +184,7 @@ UNARY = {
     "degrees": (_scaled(180 / math.pi), dt.to_inexact, "", 180 / math.pi),
     "radians": (_scaled(math.pi / 180), dt.to_inexact, "", math.pi / 180),
     "reciprocal": (_reciprocal, dt.to_inexact, "", lambda m, x, y: -m.square(y)),
-    "conj": (lambda xp, a: xp.conj(a), _same, "", rules.CONJ),
+    "conj": (_identity_for_ints(lambda xp, a: xp.conj(a)), _same, "", rules.CONJ),
     "real": (lambda xp, a: xp.real(a), _abs_rule, "", 1),
     "imag": (_imag, _abs_rule, "", lambda m, x, y: -1j if m.kind(x) == "c" else 0),
     "isposinf": (_signed_inf(1), _bool, "", rules.ZERO),

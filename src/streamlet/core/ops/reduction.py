@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import math
 
 import numpy as np
 
@@ -400,9 +401,16 @@ def std(a, /, axis=None, keepdims=False, ddof=0, *, stream=None):
 
 def _arg_vmap(axes, out, x, axis, keepdims):
     """argmax/argmin: over the flattened array when `axis` is None, so per batch row."""
+    from .creation import zeros
     from .shape import reshape
     x = to_front(x, axes[0])
     size = x._shape[0]
+    if size == 0:  # MLX: an index of 0 where one element is reduced, else the op refuses
+        item = x._shape[1:]
+        if (math.prod(item) if axis is None else item[axis]) != 1:
+            name = out._node.prim.name
+            raise ValueError(f"[{name}] Cannot {name} reduce zero size array.")
+        return zeros((0,) + out._shape, dt.uint32), 0
     if axis is None:
         res = rebuild(out, (reshape(x, (size, -1)),), (size,), {"axis": 1, "keepdims": False})
         return reshape(res, (size,) + out._shape), 0
