@@ -11,7 +11,7 @@ import numpy as np
 from . import build as b
 from . import dims
 from .build import dt
-from .linalg import product_kernel, product_shape
+from .linalg import _check_inexact, product_kernel, product_shape
 from .rules import to_front, via
 
 _build = b
@@ -118,56 +118,174 @@ def tensordot(a, b_, /, axes=2, *, stream=None):
                   b.resolve(stream))
 
 
-def _einsum_shape(subscripts, shapes):
-    """The output shape of an einsum, with MLX's errors for bad subscripts."""
+def _einsum_parse(subscripts):
+    """MLX's split of `subscripts` into the input terms and the output (implicit: the
+    ellipsis, then the letters used once, sorted)."""
     spec = subscripts.replace(" ", "")
-    ins, arrow, out = spec.partition("->")
-    terms = ins.split(",")
-    if len(terms) != len(shapes):
-        raise ValueError(f"[einsum] Expected {len(terms)} operands for '{subscripts}', got "
-                         f"{len(shapes)}.")
-    sizes, ell = {}, ()
-    for term, shape in zip(terms, shapes):
-        letters = term.replace("...", "")
-        n_ell = len(shape) - len(letters)
-        if ("..." in term and n_ell < 0) or ("..." not in term and n_ell != 0):
-            raise ValueError(f"[einsum] Term '{term}' does not match shape {shape}.")
-        head = term.split("...")[0] if "..." in term else term
-        dims = dict(zip(head, shape[:len(head)]))
-        if "..." in term:
-            tail = term.split("...")[1]
-            dims.update(zip(tail, shape[len(shape) - len(tail):]))
-            ell = b.broadcast_shapes(ell, shape[len(head):len(head) + n_ell], op="einsum")
-        for c, n in dims.items():
-            if not c.isalpha():
-                raise ValueError(f"[einsum] Invalid character '{c}' in '{subscripts}'.")
-            if sizes.get(c, n) != n and 1 not in (sizes[c], n):
-                raise ValueError(f"[einsum] Size of '{c}' differs between operands.")
-            sizes[c] = max(sizes.get(c, n), n)
+    lhs, arrow, out = spec.partition("->")
     if not arrow:
-        letters = "".join(terms).replace("...", "")
-        out = "..." * any("..." in t for t in terms) + \
-            "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    head, _, tail = out.partition("...")
-    for c in head + tail:
+        counts = {}
+        for c in lhs.replace("...", "", 1):
+            if c != ",":
+                counts[c] = counts.get(c, 0) + 1
+        out = "".join(sorted(("..." if "..." in lhs else "") +
+                             "".join(c for c, n in counts.items() if n == 1)))
+    return lhs.split(","), out
+
+
+def _einsum_plan(subscripts, shapes, op):
+    """MLX's einsum_path_helper: the expanded terms, output and sizes, the contraction path
+    as (positions, terms, output) steps, and (naive scaling, optimized scaling, naive cost,
+    optimized cost)."""
+    if not shapes:
+        raise ValueError(f"[{op}] At least one operand is required.")
+    terms, out = _einsum_parse(subscripts)
+    if len(terms) != len(shapes):
+        raise ValueError(f"[{op}] Number of operands, {len(shapes)}, does not match number "
+                         f"of input subscripts, {len(terms)}")
+    spare = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+             if c not in subscripts]
+    longest = 0
+
+    def expand(term, ndim, i):
+        nonlocal longest
+        letters, k = "", 0
+        while k < len(term):
+            if not (term[k].isascii() and term[k].isalpha()):
+                if term[k:k + 3] != "...":
+                    raise ValueError(f"[{op}] Subscripts must be letters, but got "
+                                     f"'{term[k]}'.")
+                if "." in letters:
+                    raise ValueError(f"[{op}] Only one ellipsis per subscript is allowed but "
+                                     f"found more in '{term}'.")
+                letters += "."
+                k += 3
+                continue
+            letters += term[k]
+            k += 1
+        if "." not in letters:
+            return letters
+        n = longest if ndim is None else ndim - len(letters) + 1
+        if n < 0:
+            raise ValueError(f"[{op}] Operand {i} with shape {shapes[i]} has insufficient "
+                             f"dimensions for subscript '{term}'.")
+        longest = max(longest, n)
+        return letters.replace(".", "".join(spare[len(spare) - n:]))
+
+    terms = [expand(t, len(s), i) for i, (t, s) in enumerate(zip(terms, shapes))]
+    out = expand(out, None, -1)
+    if len(set(out)) != len(out):
+        raise ValueError(f"[{op}] Repeat indices not allowed in output.")
+    sizes = {}
+    for i, (t, shape) in enumerate(zip(terms, shapes)):
+        if len(t) != len(shape):
+            raise ValueError(f"[{op}] Invalid number of subscripts {len(t)} for input {i} "
+                             f"with {len(shape)} dimensions.")
+        own = {}
+        for c, n in zip(t, shape):
+            if own.setdefault(c, n) != n:
+                raise ValueError(f"[{op}] Dimensions of repeated subscripts do not have the "
+                                 f"same size ({own[c]} != {n}).")
+        for j, (c, n) in enumerate(zip(t, shape)):
+            m = sizes.setdefault(c, n)
+            if n != 1 and m != 1 and m != n:
+                raise ValueError(f"[{op}] Cannot broadcast dimension {j} of input {i} with "
+                                 f"shape {shape} to size {m}.")
+            sizes[c] = max(m, n)
+
+    def size(term):  # an output letter in no input counts 0, as in MLX
+        return math.prod(sizes.get(c, 0) for c in term)
+
+    def cost(chars, inner, n):
+        return size(chars) * (max(1, n - 1) + inner)
+
+    def naive(ins, res):
+        chars = set().union(*map(set, ins))
+        return cost(chars, bool(chars - set(res)), len(ins)), len(chars)
+
+    naive_cost, naive_scaling = naive(terms, out)
+    if len(terms) <= 2:
+        return terms, out, sizes, [(list(range(len(terms))), terms, out)], \
+            (naive_scaling, naive_scaling, naive_cost, naive_cost)
+    limit = max([size(out)] + [size(t) for t in terms])
+    ins, path, total, scaling = list(terms), [], 0, 0
+    pairs = [(i, j) for i in range(len(ins)) for j in range(i + 1, len(ins))]
+    found = []  # (removed size, cost, new term, dims, x, y)
+    for _ in range(len(terms) - 1):
+        def consider(p, q):
+            both = set(ins[p]) | set(ins[q])
+            keep = {c for i, t in enumerate(ins) if i not in (p, q) for c in t} | set(out)
+            new = both & keep
+            if size(new) > limit:
+                return
+            step = cost(both, len(both) > len(new), 2)
+            if total + step <= naive_cost:
+                found.append((size(set(ins[p])) + size(set(ins[q])) - size(new), step, new,
+                              len(both), p, q))
+        for p, q in pairs:
+            if set(ins[p]) & set(ins[q]):
+                consider(p, q)
+        if not found:
+            for p, q in pairs:
+                consider(p, q)
+        if not found:  # the rest in one naive step
+            step, scale = naive(ins, out)
+            path.append((list(range(len(ins))), ins, out))
+            total, scaling = total + step, max(scaling, scale)
+            break
+        removed, step, new, dims, x, y = min(found, key=lambda f: (-f[0], f[1]))
+        scaling = max(scaling, dims)
+        new = "".join(sorted(new, key=size))
+        path.append(([x, y], [ins[x], ins[y]], new))
+        ins = [t for i, t in enumerate(ins) if i not in (x, y)] + [new]
+        found = [(f[0], f[1], f[2], f[3], f[4] - (f[4] > x) - (f[4] > y),
+                  f[5] - (f[5] > x) - (f[5] > y)) for f in found
+                 if not {f[4], f[5]} & {x, y}]
+        pairs = [(i, len(ins) - 1) for i in range(len(ins) - 1)]
+        total += step
+    path[-1] = path[-1][:2] + (out,)
+    return terms, out, sizes, path, (naive_scaling, scaling, naive_cost, total)
+
+
+def _einsum_result(subscripts, ops_):
+    """The shape and dtype of MLX's einsum, step by step along its path: repeated indices
+    taken on the diagonal, an index of one operand alone summed first (bool and small
+    integers widen as in `sum`), two operands with an index to contract a matrix product
+    (inexact types only, sizes broadcast to the larger), else a broadcast product summed."""
+    from .reduction import _sum_dtype
+    terms, out, sizes, path, _ = _einsum_plan(subscripts, [x._shape for x in ops_], "einsum")
+    for c in out:
         if c not in sizes:
             raise ValueError(f"[einsum] Output subscript '{c}' is not in the inputs.")
-    shape = [sizes[c] for c in head] + (list(ell) if "..." in out else []) + \
-        [sizes[c] for c in tail]
-    summed = {c for t in terms for c in t.replace("...", "")} - set(head + tail)
-    return tuple(shape), [t.replace("...", "") for t in terms], summed
-
-
-def _einsum_dtype(ops_, terms, summed):
-    """MLX's einsum dtype: an operand with an index of its own summed away is summed first
-    (bool and small integers widen as in `sum`); an index summed across two operands is a
-    matrix product, for inexact types only."""
-    from .reduction import _sum_dtype
-    d = functools.reduce(dt.promote_types, [x._dtype for x in ops_])
-    if d.kind not in "fc" and any(sum(c in t for t in terms) > 1 for c in summed):
-        _inexact("matmul", ops_[0], ops_[-1])
-    parts = [_sum_dtype(x._dtype) if set(t) & summed else x._dtype for x, t in zip(ops_, terms)]
-    return functools.reduce(dt.promote_types, parts)
+    vals = [(dict(zip(t, x._shape)), x._dtype) for t, x in zip(terms, ops_)]
+    for positions, ins, res in path:
+        counts = {}
+        for c in "".join("".join(set(t)) for t in ins + [res]):
+            counts[c] = counts.get(c, 0) + 1
+        step = []
+        for p in positions:
+            sizes, d = vals[p]
+            if any(counts[c] == 1 for c in sizes):
+                sizes, d = {c: n for c, n in sizes.items() if counts[c] > 1}, _sum_dtype(d)
+            step.append((sizes, d))
+        if len(step) == 2 and set(step[0][0]) - set(res):
+            (sa, da), (sb, db) = step
+            if any({sa[c], sb[c]} == {0, 1} for c in set(sa) & set(sb)):
+                raise ValueError("[einsum] Cannot broadcast a dimension of size 0 to size 1.")
+            d = dt.promote_types(da, db)
+            _check_inexact("matmul", da, db, d)
+            sizes = {c: max(sa.get(c, 0), sb.get(c, 0)) for c in res}
+        else:
+            d, sizes = functools.reduce(dt.promote_types, [d for _, d in step]), {}
+            for part, _ in step:
+                for c, n in part.items():
+                    sizes[c] = n if sizes.get(c, 1) == 1 else sizes[c]
+            if set(sizes) - set(res):
+                d = _sum_dtype(d)
+            sizes = {c: sizes[c] for c in res}
+        vals = [v for i, v in enumerate(vals) if i not in positions] + [(sizes, d)]
+    sizes, d = vals[0]
+    return tuple(sizes[c] for c in out), d
 
 
 def _einsum_terms(subscripts, operands):
@@ -246,12 +364,7 @@ def einsum(subscripts, *operands, stream=None):
     if not isinstance(subscripts, str):
         raise TypeError(f"[einsum] subscripts must be a str, got {type(subscripts).__name__}.")
     ops_ = [b.as_array(x, "einsum") for x in operands]
-    shape, _, _ = _einsum_shape(subscripts, [x._shape for x in ops_])
-    # the ellipses spelled out as letters, as MLX sees them: axes an ellipsis stands for
-    # that the output drops are summed like any index (two operands: a matrix product)
-    terms, res = _einsum_terms(subscripts, ops_)
-    summed = set("".join(terms)) - set(res)
-    d = _einsum_dtype(ops_, terms, summed)
+    shape, d = _einsum_result(subscripts, ops_)
     return b.node(_EINSUM, tuple(ops_), shape, d, {"subscripts": subscripts, "dtype": d.np},
                   b.resolve(stream))
 
@@ -259,11 +372,14 @@ def einsum(subscripts, *operands, stream=None):
 def einsum_path(subscripts, *operands):
     """The contraction order einsum would use, and a printable report: `(path, text)`."""
     ops_ = [b.as_array(x, "einsum_path") for x in operands]
-    _einsum_shape(subscripts, [x._shape for x in ops_])
-    dummies = [np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), x._shape,
-                                               (0,) * x.ndim) for x in ops_]
-    path, text = np.einsum_path(subscripts, *dummies, optimize="greedy")
-    return [tuple(p) for p in path[1:]], text
+    *_, path, (naive_scaling, scaling, naive_cost, cost) = _einsum_plan(
+        subscripts, [x._shape for x in ops_], "einsum_path")
+    text = (f"  Complete contraction:  {subscripts}\n"
+            f"         Naive scaling:  {naive_scaling}\n"
+            f"     Optimized scaling:  {scaling}\n"
+            f"      Naive FLOP count:  {naive_cost}\n"
+            f"  Optimized FLOP count:  {cost}\n")
+    return [tuple(p) for p, _, _ in path], text
 
 
 def _kron_composite(x, y, dtype):
@@ -325,12 +441,20 @@ def vecdot(a, b_, /, *, axis=-1, stream=None):
 def _addmm_composite(c, x, y, alpha, beta, dtype):
     from .elementwise import add, multiply
     from .linalg import matmul
-    return add(multiply(matmul(x, y), alpha), multiply(c, beta))
+    product = multiply(matmul(x, y), alpha)
+    return product if beta == 0 and x._shape[-1] else add(product, multiply(c, beta))
 
 
 @product_kernel
 def _addmm(xp, c, x, y, alpha, beta):
-    return x.dtype.type(alpha) * xp.matmul(x, y) + x.dtype.type(beta) * c
+    product = xp.matmul(x, y)
+    if x.shape[-1] == 0:  # MLX: beta * c alone
+        out = xp.empty_like(product)
+        out[...] = x.dtype.type(beta) * c
+        return out
+    if beta == 0:  # c is not read, as in BLAS: its NaNs and infinities do not show
+        return x.dtype.type(alpha) * product
+    return x.dtype.type(alpha) * product + x.dtype.type(beta) * c
 
 
 def _addmm_shape(params, cs, xs, ys):
@@ -356,9 +480,10 @@ def addmm(c, a, b_, /, alpha=1.0, beta=1.0, *, stream=None):
                          "dimension.")
     d = dt.promote_types(dt.promote_types(x._dtype, y._dtype), z._dtype)
     alpha, beta = float(alpha), float(beta)
-    if d.kind == "c":  # MLX: a matmul, then the scaled sum
-        return add(multiply(matmul(x, y, stream=stream), alpha, stream=stream),
-                   multiply(beta, z, stream=stream), stream=stream)
+    if d.kind == "c":  # MLX: a matmul, then the sum scaled by float32 scalars
+        return add(multiply(matmul(x, y, stream=stream), b.scalar(alpha, dt.float32),
+                            stream=stream),
+                   multiply(b.scalar(beta, dt.float32), z, stream=stream), stream=stream)
     shape = product_shape(x, y, "addmm")
     if d.kind != "f":
         raise ValueError(f"[addmm] Only real floating point types are supported but "
@@ -383,28 +508,65 @@ def _expand_mask(mask, block, rows, cols, stream):
 def block_masked_mm(a, b_, /, block_size=64, mask_out=None, mask_lhs=None, mask_rhs=None, *,
                     stream=None):
     """Matrix product with `block_size` blocks of `a`, `b` and the output masked out (bool
-    masks) or scaled (float masks)."""
+    masks) or scaled (float masks); a mask has a block per `block_size` rows and columns,
+    and broadcasts to the batch shape."""
+    from .creation import astype
     from .elementwise import multiply, where
     from .linalg import matmul
+    from .shape import broadcast_to, expand_dims, squeeze
     x, y = _pair(a, b_, "block_masked_mm")
-    masked = any(m is not None for m in (mask_out, mask_lhs, mask_rhs))
-    if masked and block_size not in (32, 64):  # without masks MLX takes any size
+    if mask_out is None and mask_lhs is None and mask_rhs is None:
+        return matmul(x, y, stream=stream)
+    if block_size not in (32, 64):
         raise ValueError(f"[block_masked_mm] Only block_sizes 32, 64 are supported. Got "
                          f"block size {block_size}.")
-    if x.ndim < 2 or y.ndim < 2:
-        raise ValueError("[block_masked_mm] Inputs must have at least two dimensions.")
+    if x.ndim == 0 or y.ndim == 0:
+        raise ValueError("[block_masked_mm] Got 0 dimension input. Inputs must have at least "
+                         "one dimension.")
+    xa, ya = x.ndim, y.ndim
+    x = expand_dims(x, 0, stream=stream) if xa == 1 else x
+    y = expand_dims(y, 1, stream=stream) if ya == 1 else y
+    if x._shape[-1] != y._shape[-2]:
+        raise ValueError(f"[block_masked_mm] Last dimension of first input with shape "
+                         f"{x._shape} must match second to last dimension of second input "
+                         f"with shape {y._shape}.")
+    d = dt.promote_types(x._dtype, y._dtype)
+    if d.kind != "f":
+        raise ValueError(f"[block_masked_mm] Only real floating point types are supported but "
+                         f"{x._dtype.name} and {y._dtype.name} were provided which results in "
+                         f"{d.name}, which is not a real floating point type.")
+    batch = b.broadcast_shapes(x._shape[:-2], y._shape[:-2], op="block_masked_mm")
     M, K, N = x._shape[-2], x._shape[-1], y._shape[-1]
+    x = broadcast_to(astype(x, d, stream=stream), batch + (M, K), stream=stream)
+    y = broadcast_to(astype(y, d, stream=stream), batch + (K, N), stream=stream)
+
+    def blocks(mask, expand, rows, cols, dtype):
+        """`mask` (axes `expand` added for 1-D operands) as (batch..., blocks, blocks)."""
+        if expand:
+            mask = expand_dims(mask, expand, stream=stream)
+        shape = batch + (-(-rows // block_size), -(-cols // block_size))
+        return broadcast_to(astype(mask, dtype, stream=stream), shape, stream=stream)
 
     def apply(v, mask, rows, cols):
-        if mask is None:
-            return v
-        mask = b.as_array(mask, "block_masked_mm")
         full = _expand_mask(mask, block_size, rows, cols, stream)
-        if mask._dtype.kind == "b":
+        if mask._dtype == dt.bool_:
             return where(full, v, 0, stream=stream)
         return multiply(v, full, stream=stream)
-    out = matmul(apply(x, mask_lhs, M, K), apply(y, mask_rhs, K, N), stream=stream)
-    return apply(out, mask_out, M, N)
+
+    if mask_lhs is not None or mask_rhs is not None:
+        ml, mr = (b.as_array([True] if m is None else m, "block_masked_mm")
+                  for m in (mask_lhs, mask_rhs))
+        md = dt.bool_ if ml._dtype == mr._dtype == dt.bool_ else d
+        x = apply(x, blocks(ml, (-2,) if xa == 1 else (), M, K, md), M, K)
+        y = apply(y, blocks(mr, (-1,) if ya == 1 else (), K, N, md), K, N)
+    out = matmul(x, y, stream=stream)
+    if mask_out is not None:
+        mo = b.as_array(mask_out, "block_masked_mm")
+        expand = ((-2,) if xa == 1 else ()) + ((-1,) if ya == 1 else ())
+        mo = blocks(mo, expand, M, N, dt.bool_ if mo._dtype == dt.bool_ else d)
+        out = apply(out, mo, M, N)
+    axes = ((out.ndim - 2,) if xa == 1 else ()) + ((out.ndim - 1,) if ya == 1 else ())
+    return squeeze(out, axes, stream=stream) if axes else out
 
 
 def gather_mm(a, b_, /, lhs_indices=None, rhs_indices=None, *, sorted_indices=False,
@@ -623,8 +785,11 @@ def hadamard_transform(a, scale=None, stream=None):
         raise ValueError(f"[hadamard_transform] Only supports n = m*2^k where m in "
                          f"(1, 12, 20, 28), got n = {n}.")
     scale = 1 / math.sqrt(n) if scale is None else float(scale)
-    if n == 1 and scale == 1.0:  # the identity: MLX hands the input back, dtype and all
-        return b.alias(a, b.resolve(stream))
     d = a._dtype if a._dtype.kind == "f" else dt.float32
+    if n == 1:  # MLX hands the input back, dtype and all, or multiplies it by the scale
+        if np.float32(scale) == 1:
+            return b.alias(a, b.resolve(stream))
+        from .elementwise import multiply
+        return multiply(a, b.scalar(scale, d), stream=stream)
     return b.node(_HADAMARD, (a,), a._shape, d, {"scale": scale, "dtype": d.np},
                   b.resolve(stream))

@@ -798,7 +798,8 @@ def _broadcast_indices(lhs, rhs, stream):
 def _batched(v, st):
     """`v` as a stack of its matrices (one for a 2-D `v`)."""
     from .shape import reshape
-    return reshape(v, (-1,) + v._shape[-2:], stream=st)
+    n = -1 if math.prod(v._shape[-2:]) else math.prod(v._shape[:-2])  # -1 for shapeless
+    return reshape(v, (n,) + v._shape[-2:], stream=st)
 
 
 def _scatter_rows(shape, idx, rows, st):
@@ -971,7 +972,7 @@ def qqmm(x, w, scales=None, group_size=None, bits=None, mode="nvfp4", global_sca
 # -- gather_mm --------------------------------------------------------------------------------
 
 def _gather_mm(xp, a, b_, lhs, rhs, dtype):
-    batch = lambda v: v.reshape((-1,) + v.shape[-2:])  # noqa: E731
+    batch = lambda v: v.reshape((math.prod(v.shape[:-2]),) + v.shape[-2:])  # noqa: E731
     out = xp.matmul(b.cast(batch(a)[lhs.reshape(-1)], dtype),
                     b.cast(batch(b_)[rhs.reshape(-1)], dtype))
     return out.reshape(lhs.shape + out.shape[-2:])
