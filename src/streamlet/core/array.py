@@ -232,7 +232,7 @@ def wait(n) -> None:
 def placeholder_error() -> Exception:
     """MLX's error for evaluating an array without a primitive and without a value: an
     input of a function being transformed (ValueError), or one that escaped its trace."""
-    if TRACING.depth:
+    if TRACING.here():
         return ValueError("[eval] Attempting to eval an array during function "
                           "transformations like compile or vmap is not allowed.")
     return RuntimeError("[eval] Attempting to eval an array without a primitive.\nIf you "

@@ -7,7 +7,10 @@ the constants among them, and each array's shape (its number of dimensions only 
 creates) is a constant of the trace.  The traced nodes become a tape: equal nodes are
 merged, and every later call rebuilds the tape's nodes on the new inputs without
 running Python code of the function.  Nodes built on the default stream replay on the
-caller's default stream; nodes given a stream keep it.
+caller's default stream; nodes given a stream keep it, unless that stream is the tracing
+thread's own without being named by the user (its resolution of a thread-local stream, its
+default stream for a device, a stream made by the function): another thread replays those
+on its own (as MLX, which traces again there).
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from .fusion import fuse
 from .gpu_program import whole
 from .ops.build import SELECT
 from .eval import dispatch
-from .stream import resolve, usable_here
+from .stream import made, resolve, stand_ins, usable_here
 
 _enabled = [os.environ.get("MLX_DISABLE_COMPILE", "") in ("", "0", "false", "False")]
 
@@ -58,8 +61,9 @@ class Tape:
     traces the call (its rules need the single ops)."""
 
     def __init__(self, n_inputs, constants, steps, outputs, result, n_state, shapeless,
-                 input_shapes=None, traced_shapes=None):
+                 input_shapes=None, traced_shapes=None, stand_ins=None):
         self.n_inputs, self.constants, self.steps = n_inputs, constants, steps
+        self.stand_ins = stand_ins  # {traced stream: what resolves to the caller's for it}
         self.outputs, self.result, self.n_state = outputs, result, n_state
         self.shapeless = shapeless
         self.fused = fuse(steps, outputs, n_inputs + len(constants))
@@ -83,7 +87,9 @@ class Tape:
         values = [x._node for x in inputs]
         values.extend(self.constants)
         current = resolve(None)
-        traced = TRACING.depth and any(v.tracer for v in values[:self.n_inputs])
+        own = {st: resolve(h) for st, h in self.stand_ins.items()} if self.stand_ins else None
+        traced = TRACING.depth and TRACING.here() and \
+            any(v.tracer for v in values[:self.n_inputs])
         steps, outputs = self.steps, self.outputs
         if current.gpu:
             if self.gpu_refuses is None:
@@ -107,8 +113,12 @@ class Tape:
             shape, params = s.shape, s.params
             if shapeless:
                 shape, params = _new_shape(s, ins)
-            n = Node(shape, s.dtype, s.prim, ins, params,
-                     current if s.stream is None else s.stream)
+            stream = s.stream
+            if stream is None:
+                stream = current
+            elif own:
+                stream = own.get(stream, stream)
+            n = Node(shape, s.dtype, s.prim, ins, params, stream)
             if traced:
                 for i in ins:
                     if i.tracer:
@@ -300,7 +310,7 @@ class _Compiled:
         n_args = len(flat)
         if self.inputs is not None:
             _signature(self.inputs, flat, key, self.shapeless)
-        if TRACING.depth and any(x._node.tracer for x in flat):
+        if TRACING.depth and TRACING.here() and any(x._node.tracer for x in flat):
             # called by a transform (or an outer compile's trace): as in MLX, the
             # function itself runs, so the transform sees its graph (not compiled)
             return self.fun(*args, **kwargs)
@@ -336,7 +346,7 @@ class _Compiled:
             a, k = trees.unflatten((args, kwargs), ph[:n_args])
             if self.inputs is not None:
                 trees.fill(self.inputs, ph[n_args:])
-            default = resolve(None)
+            default, mark = resolve(None), made()
             try:
                 result = self.fun(*a, **k)
                 outs = trees.leaves(result)
@@ -350,7 +360,8 @@ class _Compiled:
         _compute_constants(constants)
         shapes = [p.shape for p in starts]
         return Tape(len(flat), constants, steps, out_refs, result, len(state), shapeless,
-                    shapes if SHAPELESS.ruled else None, shapes)
+                    shapes if SHAPELESS.ruled else None, shapes,
+                    stand_ins({s.stream for s in steps if s.stream is not None}, mark))
 
 
 def compile(fun, inputs=None, outputs=None, shapeless=False):

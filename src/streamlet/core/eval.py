@@ -10,7 +10,9 @@ from .graph import TRACING
 from .scheduler import POOL, Batch, cancel_nodes, drain, run_batch, run_node
 from .stream import check_usable
 
-_enqueue_lock = threading.Lock()  # one eval's batches enter all their streams' queues at once
+# one eval orders, numbers and queues its nodes at once: another eval never meets a node
+# half-ordered (marked but not numbered), which it would neither run nor wait for
+_enqueue_lock = threading.RLock()  # reentrant: a finalizer run by the GC may eval
 SMALL_WORK = 1 << 16  # elements: below this a thread hand-off costs more than it saves
 _birth = operator.attrgetter("birth")
 
@@ -153,22 +155,21 @@ def _enqueue(per_state, pending, batches):
         b = batches.get(st)
         if b is not None:
             b.signals = {i for i, n in enumerate(b.nodes) if id(n) in marks}
-    with _enqueue_lock:  # the only place batches are queued: no other eval's come between
-        try:
-            for st, b in batches.items():  # every node numbered first: a batch queued below
-                with st.lock:              # can start at once, and its waits read them
-                    seq = st.issued
-                    for n in b.nodes:
-                        seq += 1
-                        n.seq = seq
-                    b.last = st.issued = seq
-            for st, b in batches.items():
-                _queue(st, b)
-        except BaseException:  # Ctrl-C: a numbered batch is queued all the same (cancelled
-            for st, b in batches.items():  # by the clean-up), so its stream has no gap
-                if b.last and not b.queued:
-                    _shielded(_queue, st, b)
-            raise
+    try:  # under `_enqueue_lock`, the only place batches are queued
+        for st, b in batches.items():  # every node numbered first: a batch queued below
+            with st.lock:              # can start at once, and its waits read them
+                seq = st.issued
+                for n in b.nodes:
+                    seq += 1
+                    n.seq = seq
+                b.last = st.issued = seq
+        for st, b in batches.items():
+            _queue(st, b)
+    except BaseException:  # Ctrl-C: a numbered batch is queued all the same (cancelled
+        for st, b in batches.items():  # by the clean-up), so its stream has no gap
+            if b.last and not b.queued:
+                _shielded(_queue, st, b)
+        raise
 
 
 def _queue(st, b):
@@ -247,22 +248,23 @@ def dispatch(outputs, blocking):
     is cancelled (`_abandon`): its arrays not computed yet raise a clear error when
     read, and its streams stay usable.
     """
-    order, pending = _order(outputs)
-    if not order:
-        return
+    batches, handed, ran_here, per_state = {}, [], None, None  # what the clean-up reads
     try:
-        per_state = _group(order)
-        if len(per_state) == 1 and blocking:
-            work = here = None
-        else:
-            work = {st: _work(st, nodes) for st, nodes in per_state.items()}
-            here = _runs_here(work, blocking, pending)
-    except BaseException:
-        _shielded(_unmark, order)
-        raise
-    batches, handed, ran_here = {}, [], None  # what the clean-up after Ctrl-C reads
-    try:
-        _enqueue(per_state, pending, batches)
+        with _enqueue_lock:
+            order, pending = _order(outputs)
+            if not order:
+                return
+            try:
+                per_state = _group(order)
+                if len(per_state) == 1 and blocking:
+                    work = here = None
+                else:
+                    work = {st: _work(st, nodes) for st, nodes in per_state.items()}
+                    here = _runs_here(work, blocking, pending)
+            except BaseException:
+                _shielded(_unmark, order)
+                raise
+            _enqueue(per_state, pending, batches)
         started = _started(batches)
         if len(started) == len(per_state) and (work is None or here):
             ran_here = order
@@ -361,6 +363,6 @@ def async_eval(*args) -> None:
     [1.0, 1.0, 1.0]
     """
     nodes = _flatten(args, [])
-    if TRACING.depth and any(n.tracer for n in nodes):
+    if TRACING.here() and any(n.tracer for n in nodes):
         raise ValueError("[async_eval] Not allowed inside a graph transformation.")
     dispatch(nodes, blocking=False)

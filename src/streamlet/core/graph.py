@@ -135,28 +135,40 @@ class Node:
         return f"Node({what}, {self.shape}, {self.dtype})"
 
 
+class _Here(threading.local):
+    depth = 0
+
+
 class Tracing:
     """How many transforms are tracing a function now, in any thread.
 
     While one is, nodes built from tracer inputs are tracers too and keep their graph
     once they have run, so the transform can walk it after an `eval` inside the traced
-    function.  `with TRACING:` counts one transform in.
+    function.  `with TRACING:` counts one transform in.  `here()`: whether the calling
+    thread is inside one (a transform's results stay tracers, and another thread's
+    transform must not make them count as inside this thread's).
     """
 
-    __slots__ = ("depth", "_lock")
+    __slots__ = ("depth", "_lock", "_here")
 
     def __init__(self):
         self.depth = 0
         self._lock = threading.Lock()  # guards depth against two threads' transforms
+        self._here = _Here()
 
     def __enter__(self):
         with self._lock:
             self.depth += 1
+        self._here.depth += 1
         return self
 
     def __exit__(self, *exc):
+        self._here.depth -= 1
         with self._lock:
             self.depth -= 1
+
+    def here(self) -> bool:
+        return self.depth > 0 and self._here.depth > 0
 
 
 TRACING = Tracing()

@@ -352,6 +352,33 @@ def get_streams() -> list:
         return list(_streams.values())
 
 
+def made() -> int:
+    """How many streams this thread has made (and not cleared): a mark for `stand_ins`."""
+    return len(_local.owned)
+
+
+def stand_ins(states, mark) -> dict:
+    """What stands, in any thread, for the streams among `states` this thread owns without
+    the user having named them: its resolutions of thread-local streams, its default
+    streams, and the streams it made after `mark`.  {state: ThreadLocalStream or Device}
+    (`resolve` gives another thread's stream for it)."""
+    me = _owner()
+    handles = {s._state: ThreadLocalStream(s.device, i) for i, s in _local.resolved.items()}
+    handles.update((s._state, d) for d, s in _local.defaults.items())
+    new = _local.owned[mark:]
+    out = {}
+    for st in states:
+        if st.owner is not me:
+            continue
+        if st in handles:
+            out[st] = handles[st]
+        elif st.stream in new:  # this thread keeps it; each other thread gets its own
+            tls = new_thread_local_stream(st.stream.device)
+            _local.resolved[tls.index] = st.stream
+            out[st] = tls
+    return out
+
+
 def _concrete(s, op) -> Stream:
     if isinstance(s, Stream):
         return s
@@ -418,7 +445,7 @@ class StreamContext:
             raise TypeError("[stream] Expected a Stream, ThreadLocalStream, Device or "
                             f"DeviceType, got {'None' if s is None else type(s).__name__}.")
         self._target = s
-        self._saved = []
+        self._saved = {}  # thread id -> what that thread's entries replaced (threads may share it)
 
     def __enter__(self):
         s = self._target
@@ -427,8 +454,8 @@ class StreamContext:
         else:
             stream_ = _concrete(s, "stream")
             dev = stream_.device
-        self._saved.append((_local.device, dict(_local.overrides), dev,
-                            _local.defaults.get(dev)))
+        self._saved.setdefault(threading.get_ident(), []).append(
+            (_local.device, dict(_local.overrides), dev, _local.defaults.get(dev)))
         _local.device = dev
         if stream_ is not None:
             _local.overrides[dev] = stream_
@@ -436,7 +463,10 @@ class StreamContext:
         return self
 
     def __exit__(self, *exc):
-        _local.device, _local.overrides, dev, default = self._saved.pop()
+        saved = self._saved[threading.get_ident()]
+        _local.device, _local.overrides, dev, default = saved.pop()
+        if not saved:
+            del self._saved[threading.get_ident()]
         if default is not None:  # undo a set_default_stream made inside, as MLX does
             _local.defaults[dev] = default
         _local.current = None
