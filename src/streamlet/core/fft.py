@@ -87,6 +87,8 @@ _FFT = b.make("fft", lambda xp, x, s, axes, norm, kind, compute, out:
 
 
 def _check_norm(norm, op):
+    if not isinstance(norm, str):  # MLX's binding takes only a string
+        raise TypeError(f"[{op}] norm must be a string, got {type(norm).__name__}.")
     if norm not in _NORMS:
         raise ValueError(f"[{op}] Invalid norm. Expected one of {{'backward', 'ortho', "
                          "'forward'}.")

@@ -350,17 +350,36 @@ def _eigvalsh(xp, a, uplo):
     return xp.linalg.eigvalsh(a, UPLO=uplo).astype(_real_of(xp, a))
 
 
-def _eig(xp, a):
-    w, v = xp.linalg.eig(a)
-    return w.astype(xp.complex64), v.astype(xp.complex64)
-
-
 def _eigvals(xp, a):
-    return xp.linalg.eigvals(a).astype(xp.complex64)
+    """In MLX's order: MLX hands its row-major matrix to LAPACK's geev, which reads the
+    transpose (same eigenvalues, found in another order)."""
+    return xp.linalg.eigvals(xp.swapaxes(a, -1, -2)).astype(xp.complex64)
+
+
+def _eig(xp, a):
+    """numpy's eigenpairs of `a`, put in the order of `_eigvals` (nearest value first)."""
+    w, v = xp.linalg.eig(a)
+    want = _eigvals(xp, a)
+    dist = xp.abs(want[..., :, None] - w[..., None, :])
+    order = xp.empty(w.shape, dtype=xp.intp)
+    for i in range(w.shape[-1]):
+        j = xp.argmin(dist[..., i, :], axis=-1)
+        order[..., i] = j
+        xp.put_along_axis(dist, j[..., None, None], xp.inf, axis=-1)
+    return want, xp.take_along_axis(v, order[..., None, :], -1).astype(xp.complex64)
+
+
+def _nonsingular_triangle(xp, a, upper):
+    """The triangle of `a`; a zero on its diagonal fails as LAPACK's trtri does (solve's
+    LU of it may round past the zero pivot)."""
+    if (xp.diagonal(a, 0, -2, -1) == 0).any():
+        raise np.linalg.LinAlgError("Singular matrix")
+    return _tri(xp, a, upper)
 
 
 def _tri_inv(xp, a, upper):
-    return _tri(xp, xp.linalg.solve(_tri(xp, a, upper), _eye_like(xp, a)), upper)
+    return _tri(xp, xp.linalg.solve(_nonsingular_triangle(xp, a, upper), _eye_like(xp, a)),
+                upper)
 
 
 def _cholesky_inv(xp, a, upper):
@@ -417,7 +436,7 @@ def _slogdet(xp, a, result):
 
 
 def _solve_tri(xp, a, y, upper):
-    return xp.linalg.solve(_tri(xp, a, upper), y)
+    return xp.linalg.solve(_nonsingular_triangle(xp, a, upper), y)
 
 
 def _solve(xp, a, y, vector):
@@ -797,6 +816,7 @@ def _solve_inputs(a, y, op, st):
         raise ValueError(f"[{op}] Last dimension of first input with shape ({shown_a}) must "
                          f"match second to last dimension of second input with shape "
                          f"({shown_y}).")
+    _matrix(a, "linalg::lu" if op == "linalg::solve" else "linalg::inv")  # as MLX factors it
     if y.ndim == 1:
         shape = a._shape[:-1]
     else:
@@ -834,6 +854,8 @@ def _norm(xp, x, ord, axis, keepdims, compute, result):
         x, axis = x.reshape(-1), 0
         if keepdims:
             return xp.asarray(xp.linalg.norm(x, ord=ord)).astype(result).reshape(ones)
+    if axis == ():  # the 2-norm over no axes
+        return xp.abs(x).astype(result)
     return xp.asarray(xp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)).astype(result)
 
 
@@ -887,14 +909,14 @@ def _norm_axes(a, ord, axis, op):
             raise ValueError(f"[{op}] Received too many axes for norm.")
         axis = tuple(range(a.ndim))
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    if len(axes) > 2:
+    if isinstance(ord, str) and len(axes) != 2:
+        raise ValueError(f"[{op}] Norm '{ord}' only supported for matrices, but received "
+                         f"{len(axes)} axis/axes.")
+    if len(axes) > 2 or (not axes and ord is not None):
         raise ValueError(f"[{op}] Received too many axes for norm.")
     norm_axes = tuple(bl.normalize_axis(x, a.ndim, op) for x in axes)
     if len(set(norm_axes)) != len(norm_axes):
         raise ValueError(f"[{op}] Received duplicate axes {axes}.")
-    if len(axes) == 1 and isinstance(ord, str):
-        raise ValueError(f"[{op}] Norm '{ord}' only supported for matrices, but received 1 "
-                         "axis/axes.")
     if len(axes) == 2 and ord is not None and ord not in _MATRIX_ORDS:
         shown = f"'{ord}'" if isinstance(ord, str) else f"{ord:g}"
         raise ValueError(f"[{op}] Invalid ord {'value ' if isinstance(ord, str) else ''}"
@@ -986,11 +1008,16 @@ def cross(a, b, axis=-1, *, stream=None):
     st = bl.resolve(stream)
     x, y, d = bl.promote_pair(a, b, op)
     x, y = bl.as_array(x, op), bl.as_array(y, op)
+    for v in (x, y):  # MLX checks the axis against each input's own dimensions
+        if v._shape[bl.normalize_axis(axis, v.ndim, op)] not in (2, 3):
+            raise ValueError(f"[{op}] The specified axis must have size 2 or 3.")
     nd = max(x.ndim, y.ndim)
     xs, ys = ([1] * (nd - v.ndim) + list(v._shape) for v in (x, y))
     ax = bl.normalize_axis(axis, nd, op)
     if xs[ax] not in (2, 3) or ys[ax] not in (2, 3):
         raise ValueError(f"[{op}] The specified axis must have size 2 or 3.")
+    if d == dt.bool_ and (xs[ax] == 2) != (ys[ax] == 2):
+        raise ValueError("[negative] Not supported for bool, use logical_not instead.")
     xs[ax] = ys[ax] = 3
     shape = bl.broadcast_shapes(tuple(xs), tuple(ys), op=op)
     return bl.node(_CROSS, (x, y), shape, d, {"axis": ax, "dtype": d.np}, st)
