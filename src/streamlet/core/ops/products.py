@@ -505,6 +505,29 @@ def _expand_mask(mask, block, rows, cols, stream):
     return getitem(m, (Ellipsis, slice(0, rows), slice(0, cols)), stream=stream)
 
 
+def float_matrices(x, y, op, stream):
+    """The operands of a float matrix product as MLX checks them (at least 1-D, the inner
+    sizes equal, a real floating type): as matrices (a 1-D one a row or a column), with
+    their own ndims and the dtype they promote to."""
+    from .shape import expand_dims
+    if x.ndim == 0 or y.ndim == 0:
+        raise ValueError(f"[{op}] Got 0 dimension input. Inputs must have at least one "
+                         "dimension.")
+    xa, ya = x.ndim, y.ndim
+    x = expand_dims(x, 0, stream=stream) if xa == 1 else x
+    y = expand_dims(y, 1, stream=stream) if ya == 1 else y
+    if x._shape[-1] != y._shape[-2]:
+        raise ValueError(f"[{op}] Last dimension of first input with shape {x._shape} must "
+                         f"match second to last dimension of second input with shape "
+                         f"{y._shape}.")
+    d = dt.promote_types(x._dtype, y._dtype)
+    if d.kind != "f":
+        raise ValueError(f"[{op}] Only real floating point types are supported but "
+                         f"{x._dtype.name} and {y._dtype.name} were provided which results in "
+                         f"{d.name}, which is not a real floating point type.")
+    return x, y, xa, ya, d
+
+
 def block_masked_mm(a, b_, /, block_size=64, mask_out=None, mask_lhs=None, mask_rhs=None, *,
                     stream=None):
     """Matrix product with `block_size` blocks of `a`, `b` and the output masked out (bool
@@ -520,21 +543,7 @@ def block_masked_mm(a, b_, /, block_size=64, mask_out=None, mask_lhs=None, mask_
     if block_size not in (32, 64):
         raise ValueError(f"[block_masked_mm] Only block_sizes 32, 64 are supported. Got "
                          f"block size {block_size}.")
-    if x.ndim == 0 or y.ndim == 0:
-        raise ValueError("[block_masked_mm] Got 0 dimension input. Inputs must have at least "
-                         "one dimension.")
-    xa, ya = x.ndim, y.ndim
-    x = expand_dims(x, 0, stream=stream) if xa == 1 else x
-    y = expand_dims(y, 1, stream=stream) if ya == 1 else y
-    if x._shape[-1] != y._shape[-2]:
-        raise ValueError(f"[block_masked_mm] Last dimension of first input with shape "
-                         f"{x._shape} must match second to last dimension of second input "
-                         f"with shape {y._shape}.")
-    d = dt.promote_types(x._dtype, y._dtype)
-    if d.kind != "f":
-        raise ValueError(f"[block_masked_mm] Only real floating point types are supported but "
-                         f"{x._dtype.name} and {y._dtype.name} were provided which results in "
-                         f"{d.name}, which is not a real floating point type.")
+    x, y, xa, ya, d = float_matrices(x, y, "block_masked_mm", stream)
     batch = b.broadcast_shapes(x._shape[:-2], y._shape[:-2], op="block_masked_mm")
     M, K, N = x._shape[-2], x._shape[-1], y._shape[-1]
     x = broadcast_to(astype(x, d, stream=stream), batch + (M, K), stream=stream)

@@ -1011,27 +1011,12 @@ def gather_mm(a, b_, /, lhs_indices=None, rhs_indices=None, *, sorted_indices=Fa
     """
     from .creation import astype
     from .linalg import matmul
-    from .shape import expand_dims, squeeze
+    from .products import float_matrices
+    from .shape import squeeze
     if lhs_indices is None and rhs_indices is None:
         return matmul(a, b_, stream=stream)
-    x, y = b.as_array(a, "gather_mm"), b.as_array(b_, "gather_mm")
-    if x.ndim == 0 or y.ndim == 0:
-        raise ValueError("[gather_mm] Got 0 dimension input. Inputs must have at least one "
-                         "dimension.")
-    xa, ya = x.ndim, y.ndim
-    if xa == 1:
-        x = expand_dims(x, 0, stream=stream)
-    if ya == 1:
-        y = expand_dims(y, 1, stream=stream)
-    if x._shape[-1] != y._shape[-2]:
-        raise ValueError(f"[gather_mm] Last dimension of first input with shape {x._shape} "
-                         f"must match second to last dimension of second input with shape "
-                         f"{y._shape}.")
-    d = dt.promote_types(x._dtype, y._dtype)
-    if d.kind != "f":
-        raise ValueError(f"[gather_mm] Only real floating point types are supported but "
-                         f"{x._dtype.name} and {y._dtype.name} were provided which results in "
-                         f"{d.name}, which is not a real floating point type.")
+    x, y, xa, ya, d = float_matrices(b.as_array(a, "gather_mm"), b.as_array(b_, "gather_mm"),
+                                     "gather_mm", stream)
     x, y = astype(x, d, stream=stream), astype(y, d, stream=stream)
     lhs = _indices("[gather_mm]", lhs_indices, x, stream)
     rhs = _indices("[gather_mm]", rhs_indices, y, stream)
