@@ -284,18 +284,23 @@ def _take_along(xp, a, indices, axis, shape):
     return xp.take_along_axis(a, indices, axis)
 
 
-def _along_index(indices, shape, axis):
-    """The full index that picks `indices` along `axis` of an array broadcast to `shape`."""
+def _along_index(indices, shape, axis, source=None):
+    """The full index that picks `indices` along `axis` of an array broadcast to `shape`
+    (from `source`'s shape where given: its axes of length 1 picked at 0)."""
     from .creation import arange
     from .shape import broadcast_to, reshape
     nd = len(shape)
+    source = shape if source is None else source
     return tuple(broadcast_to(indices, shape) if i == axis else
                  reshape(arange(n), (1,) * i + (n,) + (1,) * (nd - i - 1))
-                 for i, n in enumerate(shape))
+                 for i, n in enumerate(source))
 
 
 def _take_along_vjp(c, out, x, indices, axis, shape):
-    return (lambda: _scatter_add(shape_guard(c), x, _along_index(indices, shape, axis)),
+    if x.size == 0:  # nothing to scatter into: MLX's scatter_add_axis gives the zeros
+        return (lambda: zeros_for(x, c._dtype)), no_index_grad("gather_axis")
+    return (lambda: _scatter_add(shape_guard(c), x,
+                                 _along_index(indices, shape, axis, x._shape)),
             no_index_grad("gather_axis"))
 
 
