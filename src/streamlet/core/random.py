@@ -136,6 +136,8 @@ class _RandomState:
         return 1
 
     def __getitem__(self, i):
+        if not isinstance(i, (int, np.integer)):
+            raise TypeError(f"[state] Expected an integer index, got {type(i).__name__}.")
         if i not in (0, -1):
             raise IndexError(f"[state] Index {i} out of range for the one key.")
         k = _current()
@@ -173,7 +175,9 @@ def _get_key(k, op):
 
 
 def _shape(shape, op):
-    return () if shape is None else b.check_shape(shape, op)
+    if shape is None or isinstance(shape, (int, np.integer)):  # MLX takes a sequence
+        raise TypeError(f"[{op}] Expected a sequence of ints for the shape, got {shape!r}.")
+    return b.check_shape(shape, op)
 
 
 def _float_dtype(dtype, op, complex_ok=False):
@@ -306,7 +310,9 @@ def split(key, num=2, *, stream=None):
     >>> split(key(1), 3).shape
     (3, 2)
     """
-    if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 0:
+    if not isinstance(num, (int, np.integer)):
+        raise TypeError(f"[split] Expected an integer number of keys, got {num!r}.")
+    if num < 0:
         raise ValueError(f"[split] Expected a non-negative number of keys, got {num!r}.")
     if key is None:
         raise TypeError("[split] Expected a key array, got None.")
@@ -314,7 +320,10 @@ def split(key, num=2, *, stream=None):
 
 
 def _bound(x, d, op, stream):
-    """A bound (scalar or array) converted as MLX does: to an array, then to `d`."""
+    """A bound (scalar or array) converted as MLX does: to an array, then to `d` (a Python
+    float straight to float64, not through float32)."""
+    if d is dt.float64 and isinstance(x, float):
+        return b.const(x, d)
     return _cast(b.as_array(x, op), d, stream=stream)
 
 
@@ -468,6 +477,8 @@ def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, *, stre
     ax = b.normalize_axis(axis, logits.ndim, "categorical")
     reduced = logits.shape[:ax] + logits.shape[ax + 1:]
     if num_samples is not None:
+        if not isinstance(num_samples, (int, np.integer)):
+            raise TypeError(f"[categorical] num_samples must be an integer, got {num_samples!r}.")
         if num_samples < 0:
             raise ValueError(f"[categorical] num_samples must be >= 0, got {num_samples}.")
         shape = reduced + (int(num_samples),)
@@ -479,7 +490,7 @@ def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, *, stre
             raise ValueError(f"[categorical] Requested shape {shape} is not broadcast "
                              f"compatible with reduced logits shape {reduced}.")
     k = _get_key(key, "categorical")
-    if shape and math.prod(reduced) == 1:
+    if shape and math.prod(reduced) == 1 and logits.shape[ax]:
         # one distribution drawn into an array: MLX inverts its CDF at uniform draws
         u = uniform(0.0, 1.0, shape, dt.float32, k, stream=stream)
         return b.node(_INVERSE_CDF, (logits, u), shape, dt.uint32, b.NO_PARAMS,
@@ -540,9 +551,11 @@ def multivariate_normal(mean, cov, shape=(), dtype=dt.float32, key=None, *, stre
     >>> multivariate_normal(b.array([0.0, 1.0]), b.array([[1.0, 0], [0, 1]]), (4,)).shape
     (4, 2)
     """
-    d = dt.as_dtype(dtype)
+    d = dt.float32 if dtype is None else dt.as_dtype(dtype)
     if d is not dt.float32:
         raise ValueError(f"[multivariate_normal] dtype must be float32, got {d}.")
+    if b.is_scalar(mean) or b.is_scalar(cov):
+        raise TypeError("[multivariate_normal] mean and cov must be arrays, not scalars.")
     mean, cov = b.as_array(mean, "multivariate_normal"), b.as_array(cov, "multivariate_normal")
     if mean.ndim < 1 or cov.ndim < 2:
         raise ValueError(f"[multivariate_normal] mean needs >= 1 and cov >= 2 dimensions, "
