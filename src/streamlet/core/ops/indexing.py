@@ -237,18 +237,6 @@ def _int_indices(indices, op):
     return indices
 
 
-def _check_int_take(a, i, ax):
-    """As MLX: a Python int index takes the slice [i, i + 1) and squeezes it, so an empty
-    array and an index out of range fail when built (-1, whose slice MLX 0.32.4 gets
-    empty, is the last element here, as every other negative index is)."""
-    if a.size == 0:
-        raise ValueError("[take] Cannot do a non-empty take from an array with zero elements.")
-    n = a._shape[ax]
-    if not -n <= i < n:
-        raise ValueError(f"[squeeze] Cannot squeeze axis {ax} with size 0 which is not "
-                         "equal to 1.")
-
-
 def take(a, /, indices, axis=None, *, stream=None):
     """Elements of `a` at `indices` along `axis` (of the flattened array if None); negative
     indices count from the end, out-of-range ones fail when the op runs."""
@@ -259,10 +247,14 @@ def take(a, /, indices, axis=None, *, stream=None):
     if axis is None:
         a, axis = flatten(a, stream=stream), 0
     ax = b.normalize_axis(axis, a.ndim, "take")
-    if pyint is not None:
-        _check_int_take(a, pyint, ax)
-    elif a._shape[ax] == 0 and indices.size:
+    # a Python int index is MLX's slice [i, i + 1), squeezed: an empty array, or an index
+    # out of range, fails when built (-1, whose slice MLX 0.32.4 gets empty, is the last
+    # element here, as every other negative index is)
+    if (a.size == 0) if pyint is not None else (a._shape[ax] == 0 and indices.size):
         raise ValueError("[take] Cannot do a non-empty take from an array with zero elements.")
+    if pyint is not None and not -a._shape[ax] <= pyint < a._shape[ax]:
+        raise ValueError(f"[squeeze] Cannot squeeze axis {ax} with size 0 which is not "
+                         "equal to 1.")
     shape = a._shape[:ax] + indices._shape + a._shape[ax + 1:]
     return b.node(_TAKE, (a, indices), shape, a._dtype, {"axis": ax}, b.resolve(stream))
 
