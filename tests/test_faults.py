@@ -234,12 +234,16 @@ SIGINT_CASES = {
         mx.set_default_device(mx.cpu)  # long CPU matmuls (a GPU's would be done in time)
         s = mx.default_stream(mx.cpu)
         x = mx.array(np.eye(1200, dtype=np.float32))
+        mx.eval(mx.matmul(x, x))
+        start = time.perf_counter()
+        mx.eval(mx.matmul(x, x))
+        count = max(40, int(1.0 / (time.perf_counter() - start)))  # a second's work or more
         outs, refs = [], []
         y = x
-        for i in range(40):
+        for i in range(count):
             y = mx.matmul(y, x) * 1.0
             outs.append(y)
-        threading.Timer(0.3, sigint).start()
+        threading.Timer(0.1, sigint).start()
         start = time.perf_counter()
         try:
             mx.eval(outs[-1])
