@@ -3,6 +3,7 @@ it (evaluated arrays are sources, primitives rectangles, results not read again 
 from __future__ import annotations
 
 from . import trees
+from .array import array
 from .ops.build import SELECT
 
 _NAMES = {"broadcast_to": "Broadcast", "getitem": "Gather", "take": "Gather",
@@ -64,8 +65,15 @@ def export_to_dot(file, *args, **kwargs) -> None:
     >>> f.getvalue().startswith("digraph")
     True
     """
-    nodes = [a._node for a in trees.leaves((args, kwargs))]
-    namer = {id(a._node): k for k, a in kwargs.items() if hasattr(a, "_node")}
+    if file is None:
+        raise TypeError("[export_to_dot] Expected a file name (str) or a file-like object, "
+                        "got None.")
+    nodes = [a._node for a in trees.leaves((args, kwargs), strict=True)]
+    for k, a in kwargs.items():
+        if not isinstance(a, array):  # as MLX, whose keywords name single arrays
+            raise TypeError(f"[export_to_dot] The keyword argument {k!r} names a "
+                            f"{type(a).__name__}, not an array.")
+    namer = {id(a._node): k for k, a in kwargs.items()}
     name = _names(namer)
     order = _order(nodes)
     read = {id(i) for n in order if n.prim is not None for i in n.inputs}

@@ -348,7 +348,8 @@ def exporter(file, fun, *, shapeless=False, metadata=None) -> FunctionExporter:
     >>> [out.tolist() for (out,) in map(mx.import_function(path), [mx.array([3.0])])]
     [[6.0]]
     """
-    return FunctionExporter(_file(file, "exporter"), fun, shapeless, _metadata(metadata))
+    return FunctionExporter(_file(file, "exporter"), _callable(fun, "exporter"), shapeless,
+                            _metadata(metadata))
 
 
 def _file(file, op):
@@ -357,6 +358,12 @@ def _file(file, op):
     if not isinstance(file, str):
         raise TypeError(f"[{op}] Expected a file path (str), got {type(file).__name__}.")
     return file
+
+
+def _callable(fun, op):
+    if not callable(fun):
+        raise TypeError(f"[{op}] Expected a function to export, got {type(fun).__name__}.")
+    return fun
 
 
 def _metadata(metadata):
@@ -383,8 +390,8 @@ def export_function(file_or_callback, fun, *args, shapeless=False, metadata=None
     >>> mx.import_function(path)(mx.array([-3.0, 4.0]))[0].tolist()
     [3.0, 4.0]
     """
+    fun, metadata = _callable(fun, "export_function"), _metadata(metadata)
     a, k = _inputs(args, kwargs, "[export_function]")
-    metadata = _metadata(metadata)
     if callable(file_or_callback) and not isinstance(file_or_callback, (str, os.PathLike)):
         if metadata:
             raise ValueError("[export_function] The metadata argument is only supported when "

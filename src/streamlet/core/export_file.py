@@ -280,15 +280,19 @@ def read(path):
         head = f.read(len(MAGIC))
         f.seek(0, 2)
         size = f.tell()
+        # an unreadable file is a RuntimeError, as MLX's reading one is
         if head != MAGIC or size < ALIGN + 16:
-            raise ValueError(f"[import_function] {path} is not a function file written by "
-                             "streamlet's export_function (MLX's .mlxfn files are not read).")
+            raise RuntimeError(f"[import_function] {path} is not a function file written by "
+                               "streamlet's export_function (MLX's .mlxfn files are not read).")
         f.seek(size - 16)
         length, end = struct.unpack("<Q", f.read(8))[0], f.read(8)
         if end != END or length > size - 16:
-            raise ValueError(f"[import_function] {path} is truncated.")
+            raise RuntimeError(f"[import_function] {path} is truncated.")
         f.seek(size - 16 - length)
-        footer = json.loads(f.read(length))
+        try:
+            footer = json.loads(f.read(length))
+        except ValueError:
+            raise RuntimeError(f"[import_function] {path} is corrupt.") from None
         if footer.get("version", 0) > FORMAT_VERSION:
             raise ValueError(f"[import_function] {path} was written by a newer streamlet "
                              f"(format {footer['version']}).")

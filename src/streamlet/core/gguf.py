@@ -75,8 +75,10 @@ def load(path):
     try:
         with open(path, "rb") as f:
             raw = f.read()
-    except OSError:
+    except FileNotFoundError:
         raise ValueError(f"[load_gguf] Failed to open {path}") from None
+    except OSError:  # a directory, a file not readable: MLX's gguf_init fails
+        raise RuntimeError(f"[load_gguf] Failed to read {path}") from None
     r = _Reader(raw)
     if raw[:4] != b"GGUF":
         raise RuntimeError(f"[load_gguf] {path} is not a GGUF file.")
@@ -149,8 +151,11 @@ def _pack_value(key, value) -> bytes:
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return struct.pack("<IIQ", _ARRAY, _STRING, len(value)) + \
             b"".join(_pack_string(v) for v in value)
-    if not isinstance(value, np.ndarray):
+    if value is None:
         raise RuntimeError("[save_gguf] Received unexpected type in metadata")
+    if not isinstance(value, np.ndarray):  # MLX's cast of the value fails
+        raise TypeError(f"[save_gguf] Metadata values are str, lists of str or arrays, got "
+                        f"{type(value).__name__} for {key!r}.")
     if value.ndim > 1:
         raise RuntimeError("[save_gguf] Cannot save arrays with more than one dimension.")
     if value.size == 0:
@@ -186,6 +191,10 @@ def save(path, arrays, metadata=None):
     body = bytearray(offset)
     for at, raw in blobs:
         body[at:at + len(raw)] = raw
-    with open(path, "wb") as f:
+    try:
+        f = open(path, "wb")
+    except OSError:
+        raise RuntimeError(f"[save_gguf] Failed to open {path}") from None
+    with f:
         f.write(head)
         f.write(body)

@@ -12,6 +12,7 @@ array([0, 1, 2], dtype=int32)
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import pathlib
@@ -44,6 +45,16 @@ def _path(file, suffix):
     return file
 
 
+def _writable(file, suffix, op):
+    """`_path(file, suffix)` for a path; a file object as it is; None TypeError and anything
+    else ValueError, as in MLX."""
+    if file is None:
+        raise TypeError(f"[{op}] Expected a file name or a file-like object, got None.")
+    if not isinstance(file, (str, os.PathLike)) and not hasattr(file, "write"):
+        raise ValueError(f"[{op}] Input must be a file-like object, or string")
+    return _path(file, suffix)
+
+
 def _host(arr, op) -> np.ndarray:
     if not isinstance(arr, array):
         raise TypeError(f"[{op}] Expected an mlx array, got {type(arr).__name__}.")
@@ -52,10 +63,17 @@ def _host(arr, op) -> np.ndarray:
 
 def save(file, arr):
     """Save one array in `.npy` format (the suffix is added to a path that lacks it)."""
-    np.save(_path(file, ".npy"), _host(arr, "save"), allow_pickle=False)
+    data = _host(arr, "save")
+    with _open(_writable(file, ".npy", "save"), "wb", "save") as f:
+        np.save(f, data, allow_pickle=False)
 
 
-def _named(args, kwargs, op):
+def _named(file, args, kwargs, op):
+    if file is None:
+        raise TypeError(f"[{op}] Expected a file name or a file-like object, got None.")
+    for a in (*args, *kwargs.values()):  # a value that is no array is the first error
+        if not isinstance(a, array):
+            raise TypeError(f"[{op}] Expected an mlx array, got {type(a).__name__}.")
     named = {}
     for i, a in enumerate(args):
         key = f"arr_{i}"
@@ -68,25 +86,29 @@ def _named(args, kwargs, op):
 
 def savez(file, *args, **kwargs):
     """Save arrays in an uncompressed `.npz`; positional ones are named arr_0, arr_1, ..."""
-    np.savez(_path(file, ".npz"), **_named(args, kwargs, "savez"))
+    np.savez(_path(file, ".npz"), **_named(file, args, kwargs, "savez"))
 
 
 def savez_compressed(file, *args, **kwargs):
     """Save arrays in a compressed `.npz`."""
-    np.savez_compressed(_path(file, ".npz"), **_named(args, kwargs, "savez_compressed"))
+    np.savez_compressed(_path(file, ".npz"), **_named(file, args, kwargs, "savez_compressed"))
 
 
 def save_safetensors(file, arrays, metadata=None):
     """Save a dict of named arrays (and optional str -> str metadata) as `.safetensors`."""
     op = "save_safetensors"
-    if metadata is not None and not (isinstance(metadata, dict) and all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
+    if file is None:
+        raise TypeError(f"[{op}] Expected a file name or a file-like object, got None.")
+    _check_named_arrays(arrays, op)
+    if metadata is not None and not isinstance(metadata, dict):
+        raise TypeError(f"[{op}] Metadata must be a dict, got {type(metadata).__name__}.")
+    if metadata is not None and not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
         raise ValueError(f"[{op}] Metadata must be a dictionary with string keys and values")
+    file = _writable(file, ".safetensors", op)
     header, blobs, offset = {"__metadata__": metadata}, [], 0
     for name in sorted(arrays):
         a = arrays[name]
-        if not isinstance(a, array):
-            raise TypeError(f"[{op}] Expected mlx arrays, got {type(a).__name__} for {name!r}.")
         data = np.ascontiguousarray(a.__array__())
         raw = data.astype(data.dtype.newbyteorder("<"), copy=False).tobytes()
         header[name] = {"dtype": _ST_CODES[a.dtype.name], "shape": list(a.shape),
@@ -95,7 +117,7 @@ def save_safetensors(file, arrays, metadata=None):
         offset += len(raw)
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
-    with _open(_path(file, ".safetensors"), "wb") as f:
+    with _open(file, "wb", op) as f:
         f.write(struct.pack("<Q", len(text)))
         f.write(text)
         for raw in blobs:
@@ -105,30 +127,48 @@ def save_safetensors(file, arrays, metadata=None):
 def save_gguf(file, arrays, metadata=None):
     """Save a dict of arrays (float32, float16, int8, int16, int32) as `.gguf`, with
     optional metadata: str, list of str, or 0-d/1-d arrays (integers, bool, float32)."""
-    named = {}
-    for name, a in arrays.items():
-        if not isinstance(a, array):
-            raise TypeError(f"[save_gguf] Expected mlx arrays, got {type(a).__name__} for "
-                            f"{name!r}.")
-        named[name] = a.__array__()
+    op = "save_gguf"
+    _check_named_arrays(arrays, op)
+    if metadata is not None and not isinstance(metadata, dict):
+        raise TypeError(f"[{op}] Metadata must be a dict, got {type(metadata).__name__}.")
+    if file is None:
+        raise TypeError(f"[{op}] Expected a file name, got None.")
+    if not isinstance(file, (str, os.PathLike)):
+        raise ValueError(f"[{op}] Input must be a string")
+    if any(not isinstance(k, str) for k in (metadata or {})):
+        raise TypeError(f"[{op}] Metadata keys must be strings.")
+    named = {name: a.__array__() for name, a in arrays.items()}
     meta = {k: v.__array__() if isinstance(v, array) else v
             for k, v in (metadata or {}).items()}
-    gguf.save(os.fspath(_path(os.fspath(file), ".gguf")), named, meta)
+    gguf.save(_path(file, ".gguf"), named, meta)
+
+
+def _check_named_arrays(arrays, op):
+    """A dict of str to arrays, else TypeError (MLX's cast of the argument fails)."""
+    if not isinstance(arrays, dict):
+        raise TypeError(f"[{op}] Expected a dict of arrays, got {type(arrays).__name__}.")
+    for name, a in arrays.items():
+        if not isinstance(name, str):
+            raise TypeError(f"[{op}] Array names must be strings, got "
+                            f"{type(name).__name__}.")
+        if not isinstance(a, array):
+            raise TypeError(f"[{op}] Expected mlx arrays, got {type(a).__name__} for "
+                            f"{name!r}.")
 
 
 class _open:
     """`open(path)` for a path, the object itself (left open) for a file object."""
 
-    def __init__(self, file, mode):
-        self.file, self.mode, self.owned = file, mode, None
+    def __init__(self, file, mode, op="load"):
+        self.file, self.mode, self.op, self.owned = file, mode, op, None
 
     def __enter__(self):
         if isinstance(self.file, (str, os.PathLike)):
             try:
                 self.owned = open(self.file, self.mode)
             except OSError:
-                raise RuntimeError(f"[load] Failed to open file {os.fspath(self.file)}") \
-                    from None
+                raise RuntimeError(f"[{self.op}] Failed to open file "
+                                   f"{os.fspath(self.file)}") from None
             return self.owned
         return self.file
 
@@ -281,10 +321,16 @@ def load(file, /, format=None, return_metadata=False, *, stream=None):
     """
     if stream is not None:  # the read (now, or when evaluated) runs there: usable from here
         check_usable(ops_build.resolve(stream))
+    path = isinstance(file, (str, os.PathLike))
+    if not path and (isinstance(file, io.TextIOBase) or "b" not in getattr(file, "mode", "b")):
+        raise ValueError("[load] Input must be a file-like object opened in binary mode, or "
+                         "string")
     fmt = _format(file, format)
     if fmt not in _FORMATS:
         raise ValueError(f"[load] Unknown file format {fmt}")
     if fmt == "gguf":
+        if not path:
+            raise ValueError("[load_gguf] Input must be a string")
         tensors, meta = gguf.load(os.fspath(file))
         arrays = {k: _from_numpy(v) for k, v in tensors.items()}
         meta = {k: _from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in meta.items()}
