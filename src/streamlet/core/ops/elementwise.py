@@ -463,13 +463,27 @@ def _where(xp, c, x, y, dtype):
 
 
 def _where_vjp(c, out, cond, x, y, dtype):
-    return (None, lambda: where(cond, c, 0), lambda: where(cond, 0, c))
+    """The cotangent times each mask, as MLX's (a NaN or inf cotangent is NaN in the
+    operand not taken)."""
+    if cond._dtype is not dt.bool_:
+        cond = cond.astype(dt.bool_)
+    return (None, lambda: multiply(cond, c),  # noqa: F821
+            lambda: multiply(logical_not(cond), c))  # noqa: F821
 
 
 def _where_jvp(t, out, cond, x, y, dtype):
+    """MLX's: each tangent times its mask, so a NaN or inf tangent of the branch not taken
+    makes NaN (as the vjp's zero cotangent times that derivative does); a tangent of the
+    condition adds zeros (its -0s turn +0)."""
     if t[1] is None and t[2] is None:
         return rules.zero_tangent(t, out)
-    return where(cond, 0 if t[1] is None else t[1], 0 if t[2] is None else t[2])
+    if cond._dtype is not dt.bool_:
+        cond = cond.astype(dt.bool_)
+    terms = [rules.zero_tangent(t[:1], out) if t[0] is not None else None,
+             multiply(cond, t[1]) if t[1] is not None else None,  # noqa: F821
+             multiply(logical_not(cond), t[2]) if t[2] is not None else None]  # noqa: F821
+    terms = [u for u in terms if u is not None]
+    return functools.reduce(lambda u, v: u + v, terms)
 
 
 _WHERE = b.make("where", _where, vjp=_where_vjp, jvp=_where_jvp, vmap=rules.elementwise_vmap,

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import build as b
 from . import dims
-from .rules import no_index_grad, shape_guard, to_front, zeros_for
+from .rules import no_index_grad, refuse_index_tangent, shape_guard, to_front, zeros_for
 
 
 class _Slot:
@@ -41,6 +41,11 @@ def _getitem_vjp(c, out, x, *arrays, index):
     from .rules import no_index_grad
     return ((lambda: _scatter_add(c, x, fill_index(index, arrays))),) + \
         (no_index_grad("gather"),) * len(arrays)
+
+
+def _getitem_jvp(t, out, x, *arrays, index):
+    refuse_index_tangent("gather", t[1:])
+    return getitem(t[0], fill_index(index, arrays))
 
 
 def _getitem_vmap(axes, out, x, *arrays, index):
@@ -95,8 +100,7 @@ def _take_along_shape(params, shape, index_shape):
 _GETITEM = b.make("getitem", _gather, vjp=_getitem_vjp, shape=_gather_shape,
                   moves=True,
                   bounds=lambda a, *arrays, index: slot_bounds(a, arrays, index),
-                  jvp=lambda t, out, x, *arrays, index: getitem(t[0], fill_index(index, arrays)),
-                  vmap=_getitem_vmap)
+                  jvp=_getitem_jvp, vmap=_getitem_vmap)
 
 
 def _dummy(shape):
@@ -218,13 +222,18 @@ def _take_vmap(axes, out, x, indices, axis):
     return take(to_front(x, axes[0]), indices, axis + 1), 0
 
 
+def _take_jvp(t, out, x, i, axis):
+    refuse_index_tangent("gather", t[1:])
+    return take(t[0], i, axis)
+
+
 _TAKE = b.make("take", _take, shape=_take_shape,
                moves=True,
                bounds=lambda a, i, axis: [(i, a.size if axis is None else a.shape[axis])],
                vjp=lambda c, out, x, i, axis: (
                    lambda: _scatter_add(c, x, (_pyslice(None),) * axis + (i,)),
                    no_index_grad("gather")),
-               jvp=lambda t, out, x, i, axis: take(t[0], i, axis), vmap=_take_vmap)
+               jvp=_take_jvp, vmap=_take_vmap)
 
 
 def _int_indices(indices, op):
@@ -296,6 +305,11 @@ def _take_along_vjp(c, out, x, indices, axis, shape):
             no_index_grad("gather_axis"))
 
 
+def _take_along_jvp(t, out, x, indices, axis, shape):
+    refuse_index_tangent("gather_axis", t[1:])
+    return take_along_axis(t[0], indices, axis)
+
+
 def _take_along_vmap(axes, out, x, indices, axis, shape):
     from .shape import expand_dims
     x = to_front(x, axes[0]) if axes[0] is not None else expand_dims(x, 0)
@@ -307,7 +321,7 @@ _TAKE_ALONG = b.make("take_along_axis", _take_along, vjp=_take_along_vjp,
                      moves=True,
                      bounds=lambda a, i, axis, shape: [(i, a.shape[axis])],
                      shape=_take_along_shape,
-                     jvp=lambda t, out, x, i, axis, shape: take_along_axis(t[0], i, axis),
+                     jvp=_take_along_jvp,
                      vmap=_take_along_vmap)
 
 

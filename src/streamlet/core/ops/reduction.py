@@ -11,7 +11,7 @@ from . import build as b
 from . import shape as _sh  # the rules' ops (imported once: hot path)
 from .build import dt
 from ..graph import SHAPELESS
-from .rules import along_axes, rebuild, same_shape, to_front
+from .rules import along_axes, inert_tangent, rebuild, same_shape, to_front
 
 
 def _sum_dtype(d):
@@ -164,18 +164,26 @@ def _sum_jvp(t, out, x, axis, keepdims, dtype):
     return sum(t[0], axis, keepdims)  # noqa: F821 (made from the table)
 
 
+def _count_factor(n, minus, numerator):
+    """`numerator / max(n - minus, 1)`, but NaN where a ddof `minus` leaves no degree of
+    freedom (MLX scales such a variance by inf, and its derivative is inf - inf)."""
+    if minus and n <= minus:
+        return math.nan
+    return numerator / builtins.max(n - minus, 1)
+
+
 def _per_count(x, axis, minus, numerator, c):
-    """`numerator / max(N - minus, 1)` for the N elements of `x` a reduction over `axis`
-    takes: a number, or under a shapeless trace a node computing it from `x`'s shape."""
+    """`_count_factor` for the N elements of `x` a reduction over `axis` takes: a number,
+    or under a shapeless trace a node computing it from `x`'s shape."""
     if not SHAPELESS.on:
-        return numerator / builtins.max(_count(x, axis) - minus, 1)
+        return _count_factor(_count(x, axis), minus, numerator)
     return b.node(_PER_COUNT, (x,), (), c._dtype,
                   {"axis": axis, "minus": minus, "numerator": numerator, "dtype": c._dtype.np,
                    "batch": ()}, b.resolve(None))
 
 
 def _per_count_kernel(xp, x, axis, minus, numerator, dtype, batch):
-    value = numerator / builtins.max(_count(x, axis) - minus, 1)
+    value = _count_factor(_count(x, axis), minus, numerator)
     return xp.full(tuple(x.shape[a] for a in batch), value, dtype=dtype)
 
 
@@ -427,7 +435,7 @@ def _arg(fn):
 
 
 def _make_arg(name, kernel):
-    prim = b.make(name, kernel, vjp=_no_vjp, jvp=lambda t, out, x, **p: None,  # uint32 zeros
+    prim = b.make(name, kernel, vjp=_no_vjp, jvp=lambda t, out, x, **p: inert_tangent(t, out),
                   vmap=_arg_vmap, shape=_reduced_shape)
 
     def op(a, /, axis=None, keepdims=False, *, stream=None):
@@ -437,11 +445,18 @@ def _make_arg(name, kernel):
             raise ValueError(f"[{name}] Cannot {name} reduce zero size array.")
         if axis is None:
             shape = (1,) * a.ndim if keepdims else ()
-            return b.node(prim, (a,), shape, dt.uint32, {"axis": None, "keepdims": bool(keepdims)},
-                          st)
-        ax = b.normalize_axis(axis, a.ndim, name)
-        shape = _out_shape(a._shape, (ax,), keepdims)
-        return b.node(prim, (a,), shape, dt.uint32, {"axis": ax, "keepdims": bool(keepdims)}, st)
+            extent = a.size
+        else:
+            ax = b.normalize_axis(axis, a.ndim, name)
+            shape = _out_shape(a._shape, (ax,), keepdims)
+            extent = a._shape[ax]
+        if extent == 1 and not SHAPELESS.on:
+            # one candidate: as in MLX, zeros that do not depend on `a` (an index taken
+            # from them has no derivative to refuse)
+            from .creation import zeros
+            return zeros(shape, dt.uint32, stream=stream)
+        return b.node(prim, (a,), shape, dt.uint32,
+                      {"axis": None if axis is None else ax, "keepdims": bool(keepdims)}, st)
     b.rename(op, name)
     op.__doc__ = f"Index of the {name[3:]} along `axis` (of the flattened array if None), uint32."
     return op

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from . import build as b
 from .build import dt
-from ..graph import SHAPELESS, NewShapes
+from ..graph import SHAPELESS, TRACING, NewShapes
 
 
 def conj_if_complex(d):
@@ -44,11 +44,26 @@ def no_index_grad(op):
     return refuse
 
 
+def refuse_index_tangent(op, tangents):
+    """A jvp through index inputs that carry a tangent is an error (MLX's), whatever the
+    tangent (an integer op's zeros included)."""
+    if any(t is not None for t in tangents):
+        raise ValueError(f"[{op}] Cannot calculate JVP with respect to indices. Use "
+                         "stop_gradient on indices to stop gradients from being computed.")
+
+
 def zero_tangent(t, out):
     """The tangent of an op whose derivative is zero: zeros shaped like `out`, in the
     tangent's dtype (MLX keeps float tangents through comparisons)."""
     dtype = next(x._dtype for x in t if x is not None)
     return zeros_for(out, dtype)
+
+
+def inert_tangent(t, out):
+    """The tangent of a piecewise-constant op that MLX gives as zeros of the result's own
+    dtype (argsort, argmax, floor, sign, ...).  Zeros, not None: an index computed from
+    the primals keeps a tangent, and the gather reading it refuses as MLX's does."""
+    return zeros_for(out, out._dtype)
 
 
 def zeros_for(x, dtype):
@@ -270,7 +285,8 @@ def from_derivative(deriv, name):
                 "jvp": lambda t, out, x, **p: zero_tangent(t, out)}
     if deriv is NO_TANGENT or deriv is NOT:
         return {"vjp": lambda c, out, x, **p: (None,), "jvp": lambda t, out, x, **p:
-                zero_tangent(t, out) if deriv is NOT and x._dtype.kind == "b" else None}
+                zero_tangent(t, out) if deriv is NOT and x._dtype.kind == "b" else
+                inert_tangent(t, out)}
     if deriv is CONJ:
         return {"vjp": lambda c, out, x, **p: (_conj(c),),
                 "jvp": lambda t, out, x, **p: _conj(t[0])}
@@ -298,7 +314,7 @@ def from_partials(dx, dy, name):
                 "jvp": lambda t, out, x, y, **p: zero_tangent(_promoted(t, x, y, out), out)}
     if dx is NO_TANGENT:
         return {"vjp": lambda c, out, x, y, **p: (None, None),
-                "jvp": lambda t, out, x, y, **p: None}
+                "jvp": lambda t, out, x, y, **p: inert_tangent(t, out)}
     parts = (Derivative(dx, f"{name}_derivative_x"), Derivative(dy, f"{name}_derivative_y"))
 
     def vjp(c, out, x, y, **p):
@@ -344,14 +360,30 @@ def via(fn):
     """vjp, jvp and vmap rules of a primitive from `fn(*inputs, **params)`, the same value
     built from ops that have rules (the kernel stays the fast path, the rules trace `fn`)."""
     def vjp(c, out, /, *xs, **params):
-        from ..transforms import vjp as vjp_
-        _, grads = vjp_(lambda *a: fn(*a, **params), list(xs), [c])
+        # None for an input `fn` does not reach (a derivative node's output input, mostly):
+        # a zero cotangent sent on through it would meet an inf partial (0 * inf is NaN)
+        from .. import transforms as tr
+        with TRACING:
+            tracers = [tr._tracer(x) for x in xs]
+            starts = [t._node for t in tracers]
+            res = fn(*tracers, **params)
+            grads = tr.vjp_nodes([res._node], starts, tr._pair_cotangents([res], [c], "vjp"),
+                                 range(len(xs)))
         return tuple(g if x._dtype.kind in "fcV" else None for g, x in zip(grads, xs))
 
     def jvp(t, out, /, *xs, **params):
+        # only the inputs with a tangent are primals: a zero tangent of another would
+        # meet its partial derivative, which may be NaN (power's in its exponent where
+        # the base is negative), and 0 * NaN is NaN
         from ..transforms import jvp as jvp_
-        ts = [ti if ti is not None else zeros_for(x, x._dtype) for ti, x in zip(t, xs)]
-        return jvp_(lambda *a: fn(*a, **params), list(xs), ts)[1][0]
+        live = [i for i, ti in enumerate(t) if ti is not None]
+
+        def traced(*a):
+            full = list(xs)
+            for i, v in zip(live, a):
+                full[i] = v
+            return fn(*full, **params)
+        return jvp_(traced, [xs[i] for i in live], [t[i] for i in live])[1][0]
 
     def vmap(axes, out, /, *xs, **params):
         from ..vmap import vmap as vmap_

@@ -8,7 +8,8 @@ import numpy as np
 
 from . import build as b
 from .build import dt
-from .rules import along_axes, same_shape, stop_gradient, via, zero_tangent, zeros_for
+from .rules import (along_axes, inert_tangent, same_shape, stop_gradient, via, zero_tangent,
+                    zeros_for)
 
 
 def _along(a, axis, op, stream):
@@ -49,7 +50,8 @@ def _sorted_values(a, sorter, *args):
 
 
 _BF16 = dt.bfloat16.np
-_INDICES = {"vjp": lambda c, out, x, **p: (None,), "jvp": lambda t, out, x, **p: None,
+_INDICES = {"vjp": lambda c, out, x, **p: (None,),
+            "jvp": lambda t, out, x, **p: inert_tangent(t, out),
             "vmap": along_axes("axis"), "shape": same_shape}
 _SORT = b.make("sort", lambda xp, a, axis: _sorted_values(a, xp.sort, axis),
                **_permuted_vjp(lambda x, axis: argsort(x, axis)))
@@ -70,8 +72,13 @@ def argsort(a, /, axis=-1, *, stream=None):
     return b.node(_ARGSORT, (a,), a._shape, dt.uint32, {"axis": ax}, b.resolve(stream))
 
 
-_PARTITION = b.make("partition", lambda xp, a, kth, axis:
-                    _sorted_values(a, xp.partition, kth, axis),
+def _partition(xp, a, kth, axis):
+    """`a` taken in argpartition's order, the order the rules send derivatives back by
+    (NumPy's partition may arrange the elements otherwise)."""
+    return xp.take_along_axis(a, xp.argpartition(_keys(a), kth, axis), axis)
+
+
+_PARTITION = b.make("partition", _partition,
                     **_permuted_vjp(lambda x, kth, axis: argpartition(x, kth, axis)))
 _ARGPARTITION = b.make("argpartition", lambda xp, a, kth, axis:
                        xp.argpartition(_keys(a), kth, axis).astype("uint32"),
@@ -157,7 +164,8 @@ def _searchsorted_vmap(axes, out, s, v, side, dtype):
 
 _SEARCHSORTED = b.make("searchsorted", _searchsorted,
                        vjp=lambda c, out, s, v, **p: (None, None),
-                       jvp=lambda t, out, s, v, **p: None, vmap=_searchsorted_vmap)
+                       jvp=lambda t, out, s, v, **p: inert_tangent(t, out),
+                       vmap=_searchsorted_vmap)
 
 
 def searchsorted(sorted_sequence, values, /, side="left", *, stream=None):

@@ -168,6 +168,8 @@ def _update(a, index, value, mode, op, stream):
     if whole is not False:
         return _whole(a, whole, value, mode, op, stream)
     template, arrays, target = parse_index(a, index, op)
+    if not arrays and mode != "set" and _covers(a, template):
+        return _combine(a, value, target, mode, op, stream)
     if arrays and any(n == 0 for _, n in slot_bounds(a, arrays, template)):
         # MLX scatters a block of length 1 along an axis an index array picks from
         raise ValueError(f"[scatter] Cannot scatter along an axis of length 0 of an array "
@@ -191,6 +193,43 @@ def _whole(a, index, value, mode, op, stream):
         v = reshape(v, _fits(v._shape, a._shape, op), stream=stream)
     v = broadcast_to(v, a._shape, stream=stream)
     return v if mode == "set" else getattr(elementwise, mode)(a, v, stream=stream)
+
+
+def _covers(a, template):
+    """Whether an index of slices, ints, None and Ellipsis picks all of `a` in order: each
+    slice every element from 0 on in a positive step, each int on an axis of length 1."""
+    picked = sum(s is not None and s is not Ellipsis for s in template)
+    axis = 0
+    for s in template:
+        if s is None:
+            continue
+        if s is Ellipsis:
+            axis += a.ndim - picked
+            continue
+        n = a._shape[axis]
+        axis += 1
+        if isinstance(s, int):
+            if n != 1:
+                return False
+        else:
+            start, stop, step = s.indices(n)
+            if step < 0 or start != 0 or len(range(start, stop, step)) != n:
+                return False
+    return True
+
+
+def _combine(a, value, target, mode, op, stream):
+    """An update of all of `a` through slices: MLX scatters nothing but combines `a` with
+    `value` (cast to `a`'s dtype) by the elementwise op, whose derivatives it then takes
+    (multiply has a jvp, maximum's ties go to `value`)."""
+    from . import elementwise
+    from .creation import astype
+    from .shape import broadcast_to, reshape
+    value = _value_of(a, value, op)
+    shape = _fits(value._shape, target, op)
+    v = astype(reshape(value, shape, stream=stream), a._dtype, stream=stream)
+    v = reshape(broadcast_to(v, target, stream=stream), a._shape, stream=stream)
+    return getattr(elementwise, mode)(a, v, stream=stream)
 
 
 def _mask_of(index):
@@ -413,6 +452,7 @@ def _put_along_vjp(c, out, a, indices, values, axis, shape):
 
 
 def _put_along_jvp(t, out, a, indices, values, axis, shape):
+    rules.refuse_index_tangent("scatter_axis", t[1:2])
     ta = t[0] if t[0] is not None else rules.zeros_for(a, out._dtype)
     tv = t[2] if t[2] is not None else rules.zeros_for(values, out._dtype)
     return put_along_axis(ta, indices, tv, axis)
