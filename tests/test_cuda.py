@@ -217,6 +217,29 @@ def test_matmul_uses_tf32_within_its_precision():
     np.testing.assert_allclose(got64, want, rtol=1e-12)
 
 
+def test_gemms_with_workspaces_on_several_streams_at_once():
+    """Plans may take a workspace (Hopper's GEMM kernels need one, cublaslt); each call
+    gets its own from its stream's pool, so products running at once on four streams,
+    in all four layouts of their operands, each give their own result."""
+    from streamlet.backend import cublaslt
+    n = 1024
+    mats = [sample((n, n), np.float32) / 8 for _ in range(4)]
+    streams = [mx.new_stream(G) for _ in mats]
+    outs = []
+    for i, s in enumerate(streams):
+        a, b = mx.array(mats[i]), mx.array(mats[(i + 1) % 4])
+        a, b = (a.T if i & 1 else a), (b.T if i & 2 else b)
+        outs.append(mx.matmul(mx.matmul(a, b, stream=s), b, stream=s))
+    mx.eval(outs)
+    for i, got in enumerate(outs):
+        a, b = mats[i].astype(np.float64), mats[(i + 1) % 4].astype(np.float64)
+        a, b = (a.T if i & 1 else a), (b.T if i & 2 else b)
+        want = a @ b @ b
+        np.testing.assert_allclose(np.array(got), want, rtol=0, atol=1e-2 * np.abs(want).max())
+    used = [p.workspace for p in cublaslt._plans.values() if p is not None]
+    assert max(used) <= cublaslt.workspace_limit(cp.cuda.Device().id)
+
+
 LAYOUTS = {  # name: (x, y) from operands a (.., 24, 16), b (.., 16, 8) and their transposes
     "rows": lambda a, b, at, bt: (a, b),
     "transposed views": lambda a, b, at, bt: (mx.swapaxes(at, -1, -2), mx.swapaxes(bt, -1, -2)),

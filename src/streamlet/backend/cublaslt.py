@@ -3,13 +3,17 @@ once per shape, layout and dtype, then one `cublasLtMatmul` call per product.
 
 `cublasGemmEx` picks its kernel again at every call, about 25 µs of host time on an
 H200's host where the GEMM of a small model's layer runs for a few; with the plan kept,
-a call costs what the launch does.  The plans take no workspace (cuBLASLt's default), so
-GEMMs of several streams at once share nothing, and they assume cuBLASLt's default
-256-byte alignment of every matrix: `plan` refuses other pointers.
+a call costs what the launch does.  A plan may ask for a workspace, up to what NVIDIA
+recommends (32 MiB from Hopper on, 4 MiB before, as MLX allows): Hopper's own GEMM
+kernels need one, and without it cuBLASLt picks Ampere's (a 4096-wide float32 MLP's
+GEMMs ran 1.5x longer on an H100).  The caller gives each call its workspace from the
+stream's memory pool, so GEMMs of several streams at once share nothing.  Plans assume
+cuBLASLt's default 256-byte alignment of every matrix: `plan` refuses other pointers.
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 
 _P, _I, _U64, _I64, _SZ = (ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_int64,
@@ -17,6 +21,8 @@ _P, _I, _U64, _I64, _SZ = (ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctype
 _TRANSA, _TRANSB = 3, 4  # cublasLtMatmulDescAttributes_t
 _BATCH_COUNT, _BATCH_OFFSET = 5, 6  # cublasLtMatrixLayoutAttribute_t
 _SCALE_32F = 0  # cudaDataType of alpha and beta
+_MAX_WORKSPACE = 1  # cublasLtMatmulPreferenceAttributes_t
+_MIB = 1 << 20
 ALIGN = 256
 
 
@@ -51,12 +57,21 @@ class _Lib:
 
 
 class Plan:
-    """What one `cublasLtMatmul` call of a key takes besides the pointers."""
+    """What one `cublasLtMatmul` call of a key takes besides the pointers: `workspace`,
+    the bytes of scratch memory its kernel needs."""
 
-    __slots__ = ("desc", "a", "b", "c", "algo", "keep")
+    __slots__ = ("desc", "a", "b", "c", "algo", "keep", "workspace")
 
     def __init__(self, desc, a, b, c, algo, keep):
         self.desc, self.a, self.b, self.c, self.algo, self.keep = desc, a, b, c, algo, keep
+        self.workspace = keep.workspace
+
+
+@functools.cache
+def workspace_limit(device):
+    """The most scratch memory a plan on `device` may ask for."""
+    from cupy.cuda import runtime
+    return (32 if runtime.getDeviceProperties(device)["major"] >= 9 else 4) * _MIB
 
 
 _lib: list = []
@@ -86,7 +101,7 @@ def plan(key):
 
 
 def _make(key):
-    kind, compute, op_a, op_b, m, n, k, lda, ldb, ldc, count, sa, sb, sc, _ = key
+    kind, compute, op_a, op_b, m, n, k, lda, ldb, ldc, count, sa, sb, sc, device = key
     lib = _library()
     desc = _P()
     lib.call("cublasLtMatmulDescCreate", ctypes.byref(desc), _I(compute), _I(_SCALE_32F))
@@ -110,22 +125,26 @@ def _make(key):
         layouts.append(lay)
     pref = _P()
     lib.call("cublasLtMatmulPreferenceCreate", ctypes.byref(pref))
+    limit = _U64(workspace_limit(device))
+    lib.call("cublasLtMatmulPreferenceSetAttribute", pref, _I(_MAX_WORKSPACE),
+             ctypes.byref(limit), _SZ(8))
     result, found = _Result(), _I(0)
     status = lib.lib.cublasLtMatmulAlgoGetHeuristic(
         lib.handle, desc, layouts[0], layouts[1], layouts[2], layouts[2], pref, _I(1),
         ctypes.byref(result), ctypes.byref(found))
     lib.call("cublasLtMatmulPreferenceDestroy", pref)
-    if status or found.value < 1 or result.workspace:
+    if status or found.value < 1:
         return None
     algo = ctypes.addressof(result.algo)
     return Plan(desc.value, layouts[0].value, layouts[1].value, layouts[2].value, algo,
                 result)
 
 
-def matmul(p, alpha, a, b, beta, c, stream):
-    """`c = alpha op(a) op(b) + beta c` by plan `p` (pointers; alpha and beta on the host)."""
+def matmul(p, alpha, a, b, beta, c, stream, workspace=None):
+    """`c = alpha op(a) op(b) + beta c` by plan `p` (pointers; alpha and beta on the host;
+    `workspace` points to `p.workspace` bytes, ordered on `stream`)."""
     lib = _lib[0]
     status = lib.matmul(lib.handle, p.desc, alpha, a, p.a, b, p.b, beta, c, p.c, c, p.c,
-                        p.algo, None, 0, stream)
+                        p.algo, workspace, p.workspace, stream)
     if status:
         raise RuntimeError(f"[matmul] cublasLtMatmul failed with cuBLAS status {status}.")

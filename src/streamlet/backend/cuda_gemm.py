@@ -95,7 +95,10 @@ def gemm(x, y, out_bits):
         plan = cublaslt.plan((kind, compute, ly[0], lx[0], n, m, k, ly[1], lx[1], n, count,
                               sy, sx, m * n, runtime.getDevice()))
         if plan is not None:
-            cublaslt.matmul(plan, _ONE_PTR, yp, xp, _ZERO_PTR, op, stream)
+            # the pool reuses the workspace only for work queued after this GEMM on `stream`
+            ws = cp.empty(plan.workspace, np.uint8) if plan.workspace else None
+            cublaslt.matmul(plan, _ONE_PTR, yp, xp, _ZERO_PTR, op, stream,
+                            ws.data.ptr if ws is not None else None)
             return out
     handle = cp.cuda.device.get_cublas_handle()
     if cublas.getPointerMode(handle) != cublas.CUBLAS_POINTER_MODE_HOST:  # alpha, beta: host
