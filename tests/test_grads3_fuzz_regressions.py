@@ -180,3 +180,21 @@ def test_second_derivative_through_an_infinite_product(mlx, op):
             return (getattr(M, op)(y, axis=-1, inclusive=False) * y).sum()
         return M.grad(lambda x: (M.grad(g)(x) * x).sum())(M.array([[2.0], [3.0]]))
     assert_same_bits(mlx, program)
+
+
+@pytest.mark.parametrize("shape,axis", [((0,), 0), ((0, 3), 1), ((3, 0), 1)])
+@pytest.mark.parametrize("inclusive", [True, False])
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_extreme_scan_derivatives_of_empty_arrays(mlx, op, inclusive, shape, axis):
+    """cummax/cummin's vjp of an empty array (and its vjp again) is empty, as MLX's; the
+    rule's scatter refused an empty axis."""
+    def program(M):
+        x = M.array(np.zeros(shape, np.float32))
+
+        def f(y):
+            return getattr(M, op)(y, axis=axis, inclusive=inclusive)
+
+        def first(y):
+            return M.vjp(f, [y], [M.ones_like(y)])[1][0]
+        return first(x), M.vjp(first, [x], [M.ones_like(x)])[1][0]
+    assert_close_outcome(mlx, program)

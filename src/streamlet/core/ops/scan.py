@@ -5,7 +5,7 @@ import numpy as np
 
 from . import build as b
 from .build import dt
-from .rules import along_axes, same_shape, stop_gradient, via
+from .rules import along_axes, same_shape, stop_gradient, via, zeros_for
 
 
 def _sum_dtype(d):
@@ -195,6 +195,8 @@ def _extreme_scan_vjp(c, out, x, axis, reverse, inclusive, dtype):
     from .indexing import _along_index, _scatter_add
     from .shape import reshape
     n = x._shape[axis]
+    if 0 in x._shape:  # nothing to scatter into (the scatter refuses an empty axis)
+        return (zeros_for(x, c._dtype),)
     x_win, ext_win, c_win = x, out, c
     if not inclusive:
         lo, hi = (1, n) if reverse else (0, n - 1)
