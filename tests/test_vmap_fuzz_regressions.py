@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import streamlet.core as mx
 from parity import assert_same_bits
 
 
@@ -35,3 +36,22 @@ def test_arg_reduction_over_an_empty_batch(mlx, op, shape, axis):
     reduces one element (empty indices, as MLX)."""
     assert_same_bits(mlx, lambda m: m.vmap(lambda a: getattr(m, op)(a, axis=axis))(
         m.zeros(shape)))
+
+
+@pytest.mark.parametrize("case", [
+    lambda m, a, b: m.outer(a[0], b[0]),
+    lambda m, a, b: m.inner(a[0], b[0]),
+    lambda m, a, b: m.tensordot(a, b.T, axes=[[0, 1], [1, 0]]),
+])
+def test_reshape_to_minus_one_over_an_empty_batch(mlx, case):
+    """outer, inner and tensordot build a reshape with -1, which batched over a batch of
+    size 0 keeps each item's traced shape (MLX's products give these shapes)."""
+    assert_same_bits(mlx, lambda m: m.vmap(lambda a, b: case(m, a, b))(
+        m.zeros((0, 2, 3)), m.zeros((0, 2, 3))))
+
+
+def test_a_users_reshape_to_minus_one_over_an_empty_batch():
+    """The same for the user's own reshape, where MLX 0.32.4 cannot infer the -1 and
+    raises: the items' shape is known, so streamlet gives it."""
+    out = mx.vmap(lambda a: mx.reshape(a, (3, -1)))(mx.zeros((0, 2, 3)))
+    assert out.shape == (0, 3, 2)

@@ -114,6 +114,8 @@ def _reshape_vjp(c, out, x, shape):
 
 def _reshape_vmap(axes, out, x, shape):
     x = to_front(x, axes[0])
+    if x._shape[0] == 0:  # a -1 beside a batch of 0 is the one traced (nothing to infer)
+        shape = out._shape
     return reshape(x, x._shape[:1] + shape), 0
 
 
