@@ -307,7 +307,11 @@ def from_buffer(v, dtype=None, copy=None):
     if not v.dtype.isnative and v.dtype.itemsize > 1:  # nanobind's cast fails (bad_cast)
         raise RuntimeError(f"[convert] Cannot convert an array of non-native byte order "
                            f"({v.dtype.str}) to mlx.")
-    src = _NARROW.get(v.dtype) or dt.from_numpy(v.dtype)
+    try:
+        src = _NARROW.get(v.dtype) or dt.from_numpy(v.dtype)
+    except TypeError:  # str, object, float128, ...: nanobind's cast fails there too
+        raise RuntimeError(f"[convert] Cannot convert an array of NumPy dtype {v.dtype} to "
+                           "mlx.") from None
     d = src if dtype is None else dt.as_dtype(dtype)
     if copy is False and d is not src:
         raise ValueError("[convert] Cannot convert array to the requested dtype without a "

@@ -97,6 +97,11 @@ def from_numpy(npdtype) -> Dtype:
     return d
 
 
+def numpy_known(npdtype) -> bool:
+    """Whether arrays of NumPy dtype `npdtype` convert (to its Dtype, complex128 narrowed)."""
+    return npdtype in _BY_NP or npdtype == np.complex128
+
+
 def as_dtype(d) -> Dtype:
     """Accept a Dtype, a NumPy dtype or a Python type (`float`, `int`, `bool`)."""
     if isinstance(d, Dtype):
@@ -109,10 +114,11 @@ def as_dtype(d) -> Dtype:
         return bool_
     if d is complex:
         return complex64
-    if not isinstance(d, str):  # a name is no dtype in MLX (TypeError), nor here
+    # a name is no dtype in MLX (TypeError), nor here; nor is None (NumPy's float64)
+    if d is not None and not isinstance(d, str):
         try:
             return from_numpy(d)
-        except TypeError:
+        except (TypeError, ValueError):  # (NumPy's ValueError: an array is no dtype)
             pass
     raise TypeError(f"[{called('dtype')}] Expected a dtype, got {d!r}.") from None
 
@@ -220,6 +226,9 @@ def issubdtype(arg1, arg2) -> bool:
     """`issubdtype(mx.float32, mx.floating)` is True; works with Dtypes and categories."""
     a, b = arg1, arg2
     for x, which in ((a, "first"), (b, "second")):
+        if x is None:  # MLX's binding refuses None before its own check
+            raise TypeError(f"[issubdtype] Expected a dtype or a category for the {which} "
+                            "input, got None.")
         if not isinstance(x, (Dtype, DtypeCategory)):
             raise ValueError(f"[issubdtype] Received invalid type for {which} input.")
     if isinstance(a, Dtype) and isinstance(b, Dtype):
@@ -246,6 +255,9 @@ def isdtype(dtype, kind) -> bool:
     ("bool", "signed integer", "unsigned integer", "integral", "real floating",
     "complex floating", "numeric").
     """
+    dtype = as_dtype(dtype)  # no dtype (None, an array, a category): MLX's TypeError
+    if kind is None:
+        raise TypeError("[isdtype] Expected a dtype, a string or a tuple as `kind`, got None.")
     if isinstance(kind, tuple):
         return any(isdtype(dtype, k) for k in kind)
     if isinstance(kind, Dtype):

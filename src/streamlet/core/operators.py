@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import dtypes as dt
 from . import ops
 from .array import alias, array, to_array
 from .convert import from_buffer, is_buffer, type_name
@@ -28,7 +29,8 @@ def _operand(x, what):
     if isinstance(x, (np.ndarray, np.generic)):
         # (an array of the other byte order is no operand to MLX: its cast fails)
         if (x.dtype.kind in _NUMERIC or x.dtype.name == "bfloat16") and \
-                (x.dtype.isnative or x.dtype.itemsize == 1):
+                (x.dtype.isnative or x.dtype.itemsize == 1) and \
+                (isinstance(x, np.generic) or dt.numpy_known(x.dtype)):  # no float128 array
             return x
     elif hasattr(x, "__mlx_array__"):
         return x.__mlx_array__()
@@ -57,6 +59,9 @@ def _integral(fn, what):
     """A bitwise operator's op: MLX's operators refuse a float operand with ValueError (the
     functions, given float inputs, raise RuntimeError)."""
     def op(a, b):
+        for x, y in ((a, b), (b, a)):  # MLX converts an int operand first: one beyond int64
+            if type(x) is int and _inexact(y):  # fails there (RuntimeError), not here
+                dt.weak_scalar_dtype(y._dtype, x)
         if _inexact(a) or _inexact(b):
             raise ValueError(f"Floating point types not allowed with {what}.")
         return fn(a, b)

@@ -56,6 +56,10 @@ def as_array(x, op: str) -> array:
     if isinstance(x, array):
         return x
     if isinstance(x, (bool, numbers.Number, list, tuple, np.ndarray, np.generic)):
+        if isinstance(x, (np.ndarray, np.generic)) and not dt.numpy_known(x.dtype) and \
+                not (isinstance(x, numbers.Number) and x.ndim == 0):  # str, object, float128
+            raise ValueError(f"Invalid type {type(x).__name__} received in array "
+                             "initialization.")  # MLX's words (a float128 scalar is a float)
         try:
             return array(x)
         except OverflowError as e:  # an int beyond int64: say which op it was given to

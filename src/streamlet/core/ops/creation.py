@@ -330,5 +330,13 @@ def result_type(*arrays_and_dtypes):
 
 def can_cast(from_, to):
     """True when promoting `from_` with `to` gives `to` (a safe cast)."""
-    src = from_._dtype if isinstance(from_, b.array) else dt.as_dtype(from_)
+    if isinstance(from_, b.array):
+        src = from_._dtype
+    elif from_ is None:  # MLX's binding refuses None (TypeError) before its own check
+        raise TypeError("[can_cast] Expected an array or a dtype as `from_`, got None.")
+    else:
+        try:
+            src = dt.as_dtype(from_)
+        except TypeError:
+            raise ValueError("[can_cast] `from_` must be an array or a dtype.") from None
     return dt.promote_types(src, dt.as_dtype(to)) is dt.as_dtype(to)
