@@ -75,9 +75,7 @@ class Tape:
                         and traced_shapes is not None:
                     self.fixed = tuple(traced_shapes)
                 elif st.prim.shape is None and st.prim is not SELECT:
-                    raise ValueError(f"[compile] The primitive {st.prim.name} cannot be "
-                                     "compiled shapeless (its output shape is not known for "
-                                     "inputs of other shapes).")
+                    _not_shapeless(st.prim)
             # checked where a transform's rules were traced (SHAPELESS.ruled)
             self.broadcasts = {} if input_shapes is None else \
                 _broadcasts(steps, list(input_shapes) + [n.shape for n in constants])
@@ -169,6 +167,32 @@ class Tape:
 # shapes at least): in a shapeless trace they run, and other shapes trace again.
 _COMPOSED = frozenset({"diag", "diagonal", "divmod", "einsum", "inner", "kron", "linalg.norm",
                        "repeat", "tensordot", "tril", "triu"})
+
+
+# Ops without a shape rule here whose MLX primitives (or the ops MLX builds them from) have
+# one: a constant computed by them does not make a shapeless trace fail.
+_SHAPED_IN_MLX = frozenset({"arange", "contiguous", "full", "linspace", "searchsorted", "tri"})
+
+
+def _not_shapeless(prim):
+    raise ValueError(f"[compile] The primitive {prim.name} cannot be compiled shapeless "
+                     "(its output shape is not known for inputs of other shapes).")
+
+
+def _check_shapeless_constants(constants):
+    """As MLX, whose tape holds the unevaluated work the constants come from: a shapeless
+    trace refuses a primitive without a shape rule there too (a random draw from a key the
+    function does not capture, say)."""
+    seen, stack = set(), [c for c in constants if c.prim is not None]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if n.prim.shape is None and n.prim is not SELECT and n.prim.name not in _COMPOSED \
+                and n.prim.name not in _SHAPED_IN_MLX:
+            _not_shapeless(n.prim)
+        stack.extend(i for i in n.inputs if i.prim is not None)
 
 
 def _broadcasting():
@@ -357,6 +381,8 @@ class _Compiled:
             nodes = [o._node for o in outs + state]
             _check_captured(nodes, flat)
             constants, steps, out_refs = _record(nodes, starts, default)
+        if shapeless:
+            _check_shapeless_constants(constants)
         _compute_constants(constants)
         shapes = [p.shape for p in starts]
         return Tape(len(flat), constants, steps, out_refs, result, len(state), shapeless,

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import _public
 from .ops import build as b
+from .ops import rules
 from .ops.build import dt
 
 _F32 = np.float32
@@ -180,11 +181,12 @@ def _norm_vmap(axes, out, x, *rest, eps, has, dtype):
     return b.node(n.prim, (x, *params), shape, out._dtype, n.params, b.resolve(st)), 0
 
 
+# shapeless: x's shape (the weight and bias, vectors over its last axis, broadcast to it)
 _RMS = b.make("rms_norm", _norm_kernel(_rms_norm), vjp=_norm_vjp(False),
               gpu=b.GpuKernel("streamlet.backend.cuda_fast:rms_norm", bfloat16="native"),
-              jvp=_norm_jvp(False), vmap=_norm_vmap)
+              jvp=_norm_jvp(False), vmap=_norm_vmap, shape=rules.broadcast_shape)
 _LN = b.make("layer_norm", _norm_kernel(_layer_norm), vjp=_norm_vjp(True),
-             jvp=_norm_jvp(True), vmap=_norm_vmap)
+             jvp=_norm_jvp(True), vmap=_norm_vmap, shape=rules.broadcast_shape)
 
 
 def rms_norm(x, weight, eps, *, stream=None):
