@@ -172,10 +172,11 @@ def _method(fn):
 def _shape_args(fn):
     """`a.reshape(2, 3)` as well as `a.reshape((2, 3))` (and likewise transpose)."""
     def method(self, *shape, stream=None):
+        if not shape and fn is ops.transpose:  # `a.transpose()`, not `a.transpose(())`
+            return fn(self, None, stream=stream)
         if len(shape) == 1 and not isinstance(shape[0], int):
             shape = shape[0]
-        return fn(self, shape if shape != () or fn is not ops.transpose else None,
-                  stream=stream)
+        return fn(self, shape, stream=stream)
     method.__name__ = fn.__name__
     method.__doc__ = fn.__doc__
     return method

@@ -13,7 +13,7 @@ from .rules import along_axes, same_shape, shape_guard, to_front, via, zeros_for
 
 def _ints(value, op, what):
     values = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
-    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+    if not all(isinstance(v, (int, np.integer)) for v in values):  # a bool is an int to MLX
         raise TypeError(f"[{op}] {what} must be integers, got {value!r}.")
     return tuple(int(v) for v in values)
 

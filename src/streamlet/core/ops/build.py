@@ -168,7 +168,8 @@ def check_shape(shape, op: str) -> tuple:
 
 
 def normalize_axis(axis, ndim: int, op: str) -> int:
-    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+    """`axis` in [0, ndim); a bool is the int it stands for, as MLX's binding takes it."""
+    if not isinstance(axis, (int, np.integer)):
         raise TypeError(f"[{called(op)}] Expected an integer axis, got {type(axis).__name__}.")
     if not -ndim <= axis < ndim:
         raise AxisError(f"[{called(op)}] Invalid axis {axis} for array with {ndim} dimensions.")

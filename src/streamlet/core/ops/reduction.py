@@ -397,14 +397,17 @@ def _variance(a, axis, keepdims, ddof, stream, root):
     return b.node(_VAR, (a,), _out_shape(a._shape, axes, keepdims), d, params, st)
 
 
-def var(a, /, axis=None, keepdims=False, ddof=0, *, stream=None):
-    """Variance over `axis`, dividing by N - ddof."""
-    return _variance(a, axis, keepdims, ddof, stream, False)
+def var(a, /, axis=None, keepdims=False, ddof=0, *, correction=None, stream=None):
+    """Variance over `axis`, dividing by N - ddof (`correction`, if given, is used in
+    place of `ddof`, as the array API names it)."""
+    return _variance(a, axis, keepdims, ddof if correction is None else correction, stream,
+                     False)
 
 
-def std(a, /, axis=None, keepdims=False, ddof=0, *, stream=None):
-    """Standard deviation over `axis`, dividing by N - ddof."""
-    return _variance(a, axis, keepdims, ddof, stream, True)
+def std(a, /, axis=None, keepdims=False, ddof=0, *, correction=None, stream=None):
+    """Standard deviation over `axis`, dividing by N - ddof (or N - correction)."""
+    return _variance(a, axis, keepdims, ddof if correction is None else correction, stream,
+                     True)
 
 
 def _arg_vmap(axes, out, x, axis, keepdims):
@@ -441,6 +444,8 @@ def _make_arg(name, kernel):
     def op(a, /, axis=None, keepdims=False, *, stream=None):
         st = b.resolve(stream)
         a = b.as_array(a, name)
+        if axis is not None and not isinstance(axis, (int, np.integer)):  # one axis, an int:
+            b.normalize_axis(axis, a.ndim, name)  # its TypeError comes before the size's
         if a.size == 0:  # MLX refuses any empty array, whatever the axis
             raise ValueError(f"[{name}] Cannot {name} reduce zero size array.")
         if axis is None:
