@@ -420,8 +420,12 @@ for _name, _target in ALIASES.items():
 
 def _standalone(op):
     """`op` with each operand made an array on its own, as MLX's logical ops take them: no
-    weak scalars, so `logical_and(uint8_array, -3)` is true where the array is."""
+    weak scalars, so `logical_and(uint8_array, -3)` is true where the array is.  A Python
+    int beyond int64 is refused as the other binary ops' operand is (RuntimeError)."""
     def fn(a, b_, /, *, stream=None):
+        for v in (a, b_):
+            if type(v) is int and not -2**63 <= v < 2**63:
+                raise RuntimeError(f"[{op.__name__}] Cannot convert the integer {v} to int64.")
         return op(b.as_array(a, op.__name__), b.as_array(b_, op.__name__), stream=stream)
     b.rename(fn, op.__name__)
     fn.__doc__, fn.same = op.__doc__, op.same
