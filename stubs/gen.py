@@ -73,6 +73,7 @@ PARAMS = {
     "arrays": "Sequence[array]",
     "ord": "Union[int, float, str]",
     "device": "Union[Device, DeviceType]",
+    "correction": "Optional[int]",
     "tls": "ThreadLocalStream",
     "path": "str",
     "input_names": "Sequence[str]", "output_names": "Sequence[str]",
