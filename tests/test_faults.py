@@ -22,6 +22,8 @@ import numpy as np
 import streamlet.core as mx
 from streamlet.backend import cpu as cpu_backend
 faulthandler.dump_traceback_later({WATCHDOG}, exit=True)
+# a shell's background job starts Python with SIGINT ignored: Ctrl-C as at a terminal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 mx.set_default_device(mx.cpu)  # the faults of the host (a CUDA context does not survive fork)
 MAIN = threading.main_thread().ident
 INTERRUPTED = re.compile(r"^\\[\\w+\\] Not computed: its evaluation was interrupted by "
