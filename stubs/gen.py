@@ -84,11 +84,11 @@ VARARGS = {"arys": "array", "arrays": "array", "operands": "array", "shapes": "S
 
 # exceptions to PARAMS, by the function's dotted name (without streamlet.core)
 OVERRIDES = {
-    "device_count": {"type": "DeviceType"},
+    "device_count": {"device_type": "DeviceType"},
     "device_info": {"d": "Union[Device, DeviceType, None]"},
-    "is_available": {"d": "Union[Device, DeviceType]"},
-    "set_default_device": {"d": "Union[Device, DeviceType]"},
-    "set_default_stream": {"s": "Stream"},
+    "is_available": {"device": "Union[Device, DeviceType]"},
+    "set_default_device": {"device": "Union[Device, DeviceType]"},
+    "set_default_stream": {"s": "Union[Stream, ThreadLocalStream]"},
     "stream": {"s": "Union[Stream, ThreadLocalStream, Device, DeviceType]"},
     "synchronize": {"s": "Union[Stream, ThreadLocalStream, Device, DeviceType, None]"},
     "isdtype": {"dtype": "Dtype", "kind": "Union[str, Dtype, DtypeCategory, tuple[Any, ...]]"},
@@ -152,7 +152,7 @@ RETURNS = {
     "broadcast_shapes": "tuple[int, ...]",
     "result_type": "Dtype", "promote_types": "Dtype",
     **dict.fromkeys(("can_cast", "isdtype", "issubdtype", "is_available"), BOOL),
-    "device_count": INT, "device_info": "dict[str, Any]",
+    "device_count": INT, "device_info": "dict[str, Any]", "metal.device_info": "dict[str, Any]",
     "load": ANY, **dict.fromkeys(("save", "save_gguf", "save_safetensors", "savez",
                                   "savez_compressed", "export_function", "export_to_dot",
                                   "eval", "async_eval", "seed"), "None"),

@@ -65,7 +65,7 @@ def test_singleton_matches_mlx(mlx, rng):
      "only supported with backend='jaccl'"),
     (lambda: D.init(backend="jaccl", all_gather_factory="f"), TypeError, "callable"),
     (lambda: D.all_sum(mx.ones(2), group=3), TypeError, "[all_sum] Expected a distributed"),
-    (lambda: D.init().split(0.5), TypeError, "[split] Expected an integer color"),
+    (lambda: D.init().split(0.5), TypeError, "[split] color must be an integer"),
 ])
 def test_errors_name_the_problem(call, exc, text):
     with pytest.raises(exc) as info:

@@ -224,6 +224,18 @@ def test_stream_context_is_per_thread():
         assert in_thread(lambda: mx.ones((1,))._node.stream.stream) != s
 
 
+def test_context_undoes_a_default_set_inside_in_a_thread_without_one():
+    """A thread that never used its default stream enters a context and sets one inside:
+    on exit its own default comes back (it was kept when the thread had none yet)."""
+    def run():
+        s = mx.new_stream(mx.cpu)
+        with mx.stream(mx.cpu):
+            mx.set_default_stream(s)
+            inside = mx.default_stream(mx.cpu) == s
+        return inside, mx.default_stream(mx.cpu) == s
+    assert in_thread(run) == (True, False)
+
+
 @pytest.mark.parametrize("bad", [None, "cpu", 0, 1.5])
 def test_stream_context_rejects(bad):
     with pytest.raises(TypeError):

@@ -55,6 +55,8 @@ class Device:
     __slots__ = ("type", "index")
 
     def __init__(self, type: DeviceType, index: int = 0):
+        if hasattr(self, "type"):  # `d.__init__(...)` again would change a made Device
+            raise TypeError("Device is immutable: it cannot be initialized again.")
         if not isinstance(type, DeviceType):
             raise TypeError(f"[Device] Expected a DeviceType, got {type!r}.")
         try:  # an integer (MLX's `int`): not a float, nor a string of digits
@@ -96,11 +98,11 @@ def as_device(d) -> Device:
                     f"got {type(d).__name__}.")
 
 
-def device_count(type: DeviceType) -> int:
+def device_count(device_type: DeviceType) -> int:
     """How many devices of a type exist.
 
     Args:
-        type (DeviceType or Device): the kind of device.
+        device_type (DeviceType or Device): the kind of device.
 
     Returns:
         int: 1 for the CPU; the number of CUDA devices for the GPU (0 without
@@ -109,15 +111,15 @@ def device_count(type: DeviceType) -> int:
     >>> mx.device_count(mx.cpu)
     1
     """
-    type = as_device(type).type
-    return 1 if type is cpu else gpu_count()
+    device_type = as_device(device_type).type
+    return 1 if device_type is cpu else gpu_count()
 
 
-def is_available(d) -> bool:
+def is_available(device) -> bool:
     """Whether a device exists here.
 
     Args:
-        d (Device or DeviceType): the device.
+        device (Device or DeviceType): the device.
 
     Returns:
         bool: True if streams can be made on it.
@@ -125,7 +127,7 @@ def is_available(d) -> bool:
     >>> mx.is_available(mx.cpu), mx.is_available(mx.Device(mx.cpu, 1))
     (True, False)
     """
-    d = as_device(d)
+    d = as_device(device)
     return d.index < device_count(d.type)
 
 

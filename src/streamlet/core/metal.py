@@ -1,4 +1,7 @@
-"""`mx.metal`: streamlet never runs on Metal; memory queries are the global ones."""
+"""`mx.metal`: streamlet never runs on Metal; memory queries are the global ones, and the
+Metal-only calls (capture, device_info) do nothing, as in MLX where Metal is absent."""
+from __future__ import annotations
+
 from .. import _public
 from .memory import (clear_cache, get_active_memory, get_cache_memory,  # noqa: F401
                      get_peak_memory, reset_peak_memory, set_cache_limit, set_memory_limit,
@@ -10,9 +13,29 @@ def is_available() -> bool:
     return False
 
 
-__all__ = ["clear_cache", "get_active_memory", "get_cache_memory", "get_peak_memory",
-           "is_available", "reset_peak_memory", "set_cache_limit", "set_memory_limit",
-           "set_wired_limit"]
+def device_info() -> dict:
+    """The Metal device's description: empty, as there is none (see `mx.device_info`)."""
+    return {}
+
+
+def start_capture(path: str) -> None:
+    """Start a Metal capture: nothing to capture without Metal, so nothing is done (as
+    MLX does where Metal is absent).
+
+    Args:
+        path (str): where the capture would be saved (a `.gputrace` file).
+    """
+    if not isinstance(path, str):
+        raise TypeError(f"[start_capture] Expected a str path, got {type(path).__name__}.")
+
+
+def stop_capture() -> None:
+    """Stop a Metal capture: nothing was started (see `start_capture`)."""
+
+
+__all__ = ["clear_cache", "device_info", "get_active_memory", "get_cache_memory",
+           "get_peak_memory", "is_available", "reset_peak_memory", "set_cache_limit",
+           "set_memory_limit", "set_wired_limit", "start_capture", "stop_capture"]
 
 
 def __dir__():

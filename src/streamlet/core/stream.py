@@ -153,14 +153,14 @@ def default_device() -> Device:
     return d if d is not None else _dev.global_default_device()
 
 
-def set_default_device(d) -> None:
+def set_default_device(device) -> None:
     """Set the process-wide default device.
 
     It applies to every thread outside a `stream()` context (a context keeps its
     own device until it exits); each thread keeps its own default streams.
 
     Args:
-        d (Device or DeviceType): the new default device.
+        device (Device or DeviceType): the new default device.
 
     Raises:
         ValueError: if the device does not exist here (a GPU without one).
@@ -171,7 +171,7 @@ def set_default_device(d) -> None:
     Device(cpu, 0)
     >>> mx.set_default_device(before)
     """
-    _dev.set_global_default_device(d)
+    _dev.set_global_default_device(device)
     _generation[0] += 1
 
 
@@ -303,10 +303,15 @@ def default_stream(device) -> Stream:
     True
     """
     d = check_available(as_device(device), "default_stream")
-    s = _local.overrides.get(d) or _local.defaults.get(d)
+    s = _local.overrides.get(d)
+    return s if s is not None and not s._state.closed else _thread_default(d)
+
+
+def _thread_default(d) -> Stream:
+    """This thread's own default stream for `d` (no context's), made on first use."""
+    s = _local.defaults.get(d)
     if s is None or s._state.closed:
-        s = new_stream(d)
-        _local.defaults[d] = s
+        s = _local.defaults[d] = new_stream(d)
     return s
 
 
@@ -321,6 +326,9 @@ def set_default_stream(s) -> None:
         s (Stream or ThreadLocalStream): the new default (a ThreadLocalStream
             stands for this thread's stream for it).
 
+    Raises:
+        TypeError: for anything else (a Device too, as in MLX: it names no stream).
+
     >>> s = mx.new_stream(mx.cpu)
     >>> with mx.stream(mx.cpu):
     ...     mx.set_default_stream(s)
@@ -329,6 +337,9 @@ def set_default_stream(s) -> None:
     >>> mx.default_stream(mx.cpu) == s  # the context restored the default on exit
     False
     """
+    if not isinstance(s, (Stream, ThreadLocalStream)):
+        raise TypeError(f"[{called('set_default_stream')}] Expected a Stream or "
+                        f"ThreadLocalStream, got {type(s).__name__}.")
     s = _concrete(s, "set_default_stream")
     _local.defaults[s.device] = s
     _local.overrides.pop(s.device, None)
@@ -455,7 +466,7 @@ class StreamContext:
             stream_ = _concrete(s, "stream")
             dev = stream_.device
         self._saved.setdefault(threading.get_ident(), []).append(
-            (_local.device, dict(_local.overrides), dev, _local.defaults.get(dev)))
+            (_local.device, dict(_local.overrides), dev, _thread_default(dev)))
         _local.device = dev
         if stream_ is not None:
             _local.overrides[dev] = stream_
@@ -463,12 +474,13 @@ class StreamContext:
         return self
 
     def __exit__(self, *exc):
-        saved = self._saved[threading.get_ident()]
+        saved = self._saved.get(threading.get_ident())
+        if not saved:  # not entered in this thread (or exited already): nothing to restore
+            return False
         _local.device, _local.overrides, dev, default = saved.pop()
         if not saved:
             del self._saved[threading.get_ident()]
-        if default is not None:  # undo a set_default_stream made inside, as MLX does
-            _local.defaults[dev] = default
+        _local.defaults[dev] = default  # undo a set_default_stream made inside, as MLX does
         _local.current = None
         return False
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 
+from ..ops.build import int_arg
 from . import mpi, nccl, order
 
 BACKENDS = ("any", "mpi", "nccl", "ring", "jaccl")  # the names MLX accepts
@@ -57,9 +58,7 @@ class Group:
         Traceback (most recent call last):
         RuntimeError: Cannot split the distributed group further.
         """
-        for name, v in (("color", color), ("key", key)):
-            if not isinstance(v, int) or isinstance(v, bool):
-                raise TypeError(f"[split] Expected an integer {name}, got {type(v).__name__}.")
+        color, key = int_arg(color, "split", "color"), int_arg(key, "split", "key")
         if self._comm.size > 1:
             order.settle()
         return Group(self._comm.split(color, self._comm.rank if key < 0 else key))
@@ -78,6 +77,8 @@ def is_available(backend: str = "any") -> bool:
     >>> isinstance(mx.distributed.is_available(), bool)
     True
     """
+    if not isinstance(backend, str):
+        raise TypeError(f"[is_available] Expected a str backend, got {type(backend).__name__}.")
     if backend == "any":
         return any(e.is_available() for e in _ENGINES.values())
     engine = _ENGINES.get(backend)
@@ -96,12 +97,16 @@ def init(strict: bool = False, backend: str = "any", *, all_gather_factory=None)
     >>> world.size()
     1
     """
+    if not isinstance(strict, bool):  # MLX's bool: True or False, nothing converted
+        raise TypeError(f"[init] Expected a bool strict, got {type(strict).__name__}.")
+    if not isinstance(backend, str):
+        raise TypeError(f"[init] Expected a str backend, got {type(backend).__name__}.")
     if all_gather_factory is not None:
-        if backend != "jaccl":
-            raise ValueError("all_gather_factory is only supported with backend='jaccl'.")
         if not callable(all_gather_factory):
             raise TypeError("[init] all_gather_factory must be callable, got "
                             f"{type(all_gather_factory).__name__}.")
+        if backend != "jaccl":
+            raise ValueError("all_gather_factory is only supported with backend='jaccl'.")
     if backend not in BACKENDS:
         raise ValueError("[distributed] The only valid values for backend are 'any', 'mpi', "
                          f"'nccl', 'jaccl' and 'ring' but '{backend}' was provided.")

@@ -24,6 +24,13 @@ def _group(group, op: str) -> Group:
     return group
 
 
+def _check_stream(stream) -> None:
+    """Refuse a `stream=` of a wrong kind (DESIGN §3) also where no node is built: on a
+    group of one, and before a send or recv finds it has no peer."""
+    if stream is not None:
+        b.resolve(stream)
+
+
 _HERE = object()  # a rule's ops go to the stream the transform builds on (its node's)
 
 
@@ -204,6 +211,7 @@ def _all_reduce(op, x, group, stream):
     x = b.as_array(x, op)
     group = _group(group, op)
     if group.size() == 1:
+        _check_stream(stream)
         return alias(x)
     return _node(op, (x,), x._shape, x._dtype, group, stream)
 
@@ -246,6 +254,7 @@ def all_gather(x, *, group=None, stream=None):
     group = _group(group, "all_gather")
     n = group.size()
     if n == 1:
+        _check_stream(stream)
         return alias(x)
     shape = (x._shape[0] * n,) + x._shape[1:] if x._shape else (n,)
     return _node("all_gather", (x,), shape, x._dtype, group, stream)
@@ -262,6 +271,7 @@ def sum_scatter(x, *, group=None, stream=None):
     group = _group(group, "sum_scatter")
     n = group.size()
     if n == 1:
+        _check_stream(stream)
         return alias(x)
     if not x._shape or x._shape[0] % n:
         raise ValueError(f"[sum_scatter] Invalid shape={x._shape} for a group of size {n}. "
@@ -271,13 +281,15 @@ def sum_scatter(x, *, group=None, stream=None):
     return _node("sum_scatter", (x,), shape, x._dtype, group, stream)
 
 
-def _peer(rank, group, op, what):
-    if not isinstance(rank, int) or isinstance(rank, bool):
-        raise TypeError(f"[{op}] Expected an integer {what}, got {type(rank).__name__}.")
+def _peer(rank, group, stream, op, what) -> int:
+    """`rank` as an int, once checked to name a peer in `group` (and `stream` checked)."""
+    rank = b.int_arg(rank, op, what)
+    _check_stream(stream)
     if group.size() == 1:
         raise ValueError(f"Cannot {op} {'to' if op == 'send' else 'from'} a singleton group")
     if not 0 <= rank < group.size():
         raise ValueError(f"[{op}] Invalid {what}={rank} for a group of size {group.size()}")
+    return rank
 
 
 def send(x, dst, *, group=None, stream=None):
@@ -290,7 +302,7 @@ def send(x, dst, *, group=None, stream=None):
     """
     x = b.as_array(x, "send")
     group = _group(group, "send")
-    _peer(dst, group, "send", "destination")
+    dst = _peer(dst, group, stream, "send", "destination")
     return _node("send", (x,), x._shape, x._dtype, group, stream, dst=dst)
 
 
@@ -301,10 +313,13 @@ def recv(shape, dtype, src, *, group=None, stream=None):
     Traceback (most recent call last):
     ValueError: Cannot recv from a singleton group
     """
+    if not hasattr(shape, "__iter__"):  # a sequence, as MLX takes it: not a bare size
+        raise TypeError(f"[recv] Expected a sequence of ints as the shape, got "
+                        f"{type(shape).__name__}.")
     shape = b.check_shape(shape, "recv")
     dtype = b.dt.as_dtype(dtype)
     group = _group(group, "recv")
-    _peer(src, group, "recv", "source")
+    src = _peer(src, group, stream, "recv", "source")
     return _node("recv", (), shape, dtype, group, stream, src=src,
                  out_shape=shape, npdtype=dtype.np)
 
