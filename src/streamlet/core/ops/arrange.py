@@ -53,7 +53,7 @@ _TILE = b.make("tile", lambda xp, a, reps: xp.tile(a, reps), vjp=_tile_vjp,
 def tile(a, reps, /, *, stream=None):
     """`a` repeated `reps` times along each axis: `mx.tile(mx.array([1, 2]), 2)` is [1, 2, 1, 2]."""
     a = b.as_array(a, "tile")
-    reps = _ints(reps, "tile", "reps")
+    reps = _ints(b.ints_of(reps), "tile", "reps")
     if any(r < 0 for r in reps):
         raise ValueError("[tile] Negative dimensions not allowed.")
     n = max(a.ndim, len(reps))
@@ -177,7 +177,7 @@ def pad(a, pad_width, mode="constant", constant_values=0, *, stream=None):
     """Pad with a constant, the edge values, or a reflection (no repeat of the edge
     for 'reflect', with it for 'symmetric'), as NumPy's `pad`."""
     a = b.as_array(a, "pad")
-    widths = _pad_widths(pad_width, a.ndim)
+    widths = _pad_widths(b.ints_of(pad_width), a.ndim)
     if mode not in _PAD_MODES:
         raise ValueError(f"Invalid padding mode ({mode}) passed to pad")
     if type(constant_values) is complex and a._dtype.kind != "c":  # MLX's cast of complex64
@@ -227,7 +227,8 @@ _ROLL = b.make("roll", lambda xp, a, shift, axis: xp.roll(a, shift, axis), vjp=_
 def roll(a, shift, axis=None, *, stream=None):
     """Shift elements along `axis` (of the flattened array if None), wrapping around."""
     a = b.as_array(a, "roll")
-    shifts = _ints(shift, "roll", "shift")
+    shifts = _ints(b.ints_of(shift), "roll", "shift")
+    axis = b.ints_of(axis)
     if axis is None:
         if len(shifts) != 1:
             shifts = (sum(shifts),)
@@ -399,7 +400,7 @@ def as_strided(a, /, shape=None, strides=None, offset=0, *, stream=None):
 def _contiguous(xp, a, allow_col_major):
     if allow_col_major and a.flags.f_contiguous:
         return a
-    return xp.ascontiguousarray(a)
+    return xp.ascontiguousarray(a).reshape(a.shape)  # a 0-d array stays 0-d
 
 
 _CONTIGUOUS = b.make("contiguous", _contiguous, vjp=lambda c, out, x, **p: (c,),

@@ -152,6 +152,27 @@ def broadcast_shapes(*shapes, op: str = "broadcast_shapes") -> tuple:
     return tuple(out)
 
 
+def shape_entry(n):
+    """A shape entry as given, but a 0-d integer array as its int: MLX takes
+    `zeros([mx.array(2), 3])`, and so a 1-D integer array as the whole shape."""
+    if isinstance(n, array) and n.ndim == 0 and n.dtype.kind in "iu":
+        return int(n.item())
+    return n
+
+
+def ints_of(x):
+    """An int argument (or a list or tuple of them) as given, but an integer array as the
+    int (0-d) or tuple of ints (1-D) it holds, also inside a list or tuple: MLX's binding
+    reads `roll(a, mx.array(1))` and `pad(a, [(mx.array(1), 2)])` so."""
+    if type(x) is int or x is None:
+        return x
+    if isinstance(x, array) and x.dtype.kind in "iu" and x.ndim <= 1:
+        return int(x.item()) if x.ndim == 0 else tuple(int(v) for v in x.tolist())
+    if isinstance(x, (list, tuple)):
+        return type(x)(ints_of(v) for v in x)
+    return x
+
+
 def check_shape(shape, op: str) -> tuple:
     """A shape as a tuple of ints; other entries raise TypeError, negative sizes ValueError."""
     if isinstance(shape, (int, np.integer)):
@@ -159,6 +180,10 @@ def check_shape(shape, op: str) -> tuple:
     if not isinstance(shape, (str, bytes)) and hasattr(shape, "__iter__"):
         shape = tuple(shape)
     if not isinstance(shape, tuple) or not all(isinstance(n, (int, np.integer)) for n in shape):
+        if isinstance(shape, tuple):  # 0-d integer arrays among the entries
+            shape = tuple(shape_entry(n) for n in shape)
+            if all(isinstance(n, (int, np.integer)) for n in shape):
+                return check_shape(shape, op)
         raise TypeError(f"[{called(op)}] Expected a shape (int or sequence of ints), "
                         f"got {shape!r}.")
     shape = tuple(int(n) for n in shape)
@@ -170,6 +195,8 @@ def check_shape(shape, op: str) -> tuple:
 def normalize_axis(axis, ndim: int, op: str) -> int:
     """`axis` in [0, ndim); a bool is the int it stands for, as MLX's binding takes it."""
     if not isinstance(axis, (int, np.integer)):
+        axis = shape_entry(axis)  # a 0-d integer array too
+    if not isinstance(axis, (int, np.integer)):
         raise TypeError(f"[{called(op)}] Expected an integer axis, got {type(axis).__name__}.")
     if not -ndim <= axis < ndim:
         raise AxisError(f"[{called(op)}] Invalid axis {axis} for array with {ndim} dimensions.")
@@ -180,6 +207,8 @@ def normalize_axes(axis, ndim: int, op: str) -> tuple:
     """Axes as sorted non-negative ints; None means all of them."""
     if axis is None:
         return tuple(range(ndim))
+    if isinstance(axis, array):  # (0-d arrays inside a sequence: normalize_axis)
+        axis = ints_of(axis)
     if isinstance(axis, (int, np.integer)):
         return (normalize_axis(axis, ndim, op),)
     axes = tuple(normalize_axis(a, ndim, op) for a in axis)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 
 import numpy as np
 
@@ -63,13 +62,21 @@ def _dtype(dtype, default):
 def full(shape, vals, dtype=None, *, stream=None):
     """An array of `shape` filled with `vals` (a scalar or an array broadcast to it)."""
     shape = dims.shape(shape, "full")
-    if isinstance(vals, b.array) or not b.is_scalar(vals):
+    # a NumPy scalar no Python type takes in (np.float16, np.int8, np.bool_) keeps its dtype,
+    # as MLX makes an array of it; np.float64 is a Python float
+    if isinstance(vals, b.array) or not b.is_scalar(vals) or \
+            (isinstance(vals, np.generic) and not isinstance(vals, (int, float, complex))):
         from .shape import broadcast_to
         v = b.as_array(vals, "full")
         if dtype is not None:
             v = astype(v, dtype, stream=stream)
         return broadcast_to(v, shape, stream=stream)
-    d = _dtype(dtype, dt.scalar_dtype(vals))
+    if dtype is None:
+        d = dt.scalar_dtype(vals)
+        if d is dt.int32 and not dims.LOW <= vals <= dims.HIGH:  # as array(): int64
+            d = dt.int64
+    else:
+        d = dt.as_dtype(dtype)
     dt.check_int(vals, d, "full")  # when built, not when the kernel meets it
     return filled(shape, dt.scalar_value(vals, d), d, b.resolve(stream))
 
@@ -194,10 +201,12 @@ def linspace(start, stop, num=50, endpoint=True, dtype=dt.float32, stream=None):
     `mx.linspace(0, 1, 5)` is [0, 0.25, 0.5, 0.75, 1]; `mx.linspace(0, 1, 4,
     endpoint=False)` is [0, 0.25, 0.5, 0.75].
     """
-    num = operator.index(num)
+    num = b.int_arg(num, "linspace", "num")  # beyond 32 bits a TypeError, as MLX's
     if num < 0:
         raise ValueError(f"[linspace] number of samples, {num}, must be non-negative.")
     d = dt.float32 if dtype is None else dt.as_dtype(dtype)
+    if isinstance(start, (str, bytes)) or isinstance(stop, (str, bytes)):
+        raise TypeError("[linspace] start and stop must be scalars, got a string.")
     start, stop = float(start), float(stop)
     if num == 1:  # MLX: `start` as float32, whatever the dtype
         start = float(dt.float32.np.type(start))

@@ -238,7 +238,7 @@ def _to_fp8(xp, x):
     """E4M3 bits of `x`, rounded to nearest even; beyond the largest value (and inf, NaN)
     saturates to +-448, as MLX's ToFP8."""
     u32 = xp.uint32
-    bits = xp.ascontiguousarray(x.astype(np.float32)).view(u32)
+    bits = xp.ascontiguousarray(x.astype(np.float32)).reshape(x.shape).view(u32)  # 0-d too
     sign = bits & u32(0x80000000)
     mag = bits ^ sign
     # below 2^-6 the result is subnormal: adding 2^14 lines the fp8 mantissa up with the

@@ -320,6 +320,8 @@ def swapaxes(a, /, axis1, axis2, *, stream=None):
 def expand_dims(a, /, axis, *, stream=None):
     """Insert size-1 axes at the positions `axis` names in the result."""
     a = b.as_array(a, "expand_dims")
+    if isinstance(axis, b.array):
+        axis = b.ints_of(axis)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     axes = b.normalize_axes(axes, a.ndim + len(axes), "expand_dims")
     if not axes:
@@ -388,7 +390,7 @@ def stack(arrays, /, axis=0, *, stream=None):
     if any(x._shape != arrays[0]._shape for x in arrays):
         raise ValueError("[stack] All arrays must have the same shape; got "
                          f"{[x._shape for x in arrays]}.")
-    ax = b.normalize_axis(axis, arrays[0].ndim + 1, "stack")
+    ax = b.normalize_axis(0 if axis is None else axis, arrays[0].ndim + 1, "stack")  # as MLX
     return concatenate([expand_dims(x, ax, stream=stream) for x in arrays], ax, stream=stream)
 
 
@@ -396,6 +398,7 @@ def split(a, /, indices_or_sections, axis=0, *, stream=None):
     """Split into equal sections, or at the given indices, along `axis`."""
     a = b.as_array(a, "split")
     ax = b.normalize_axis(axis, a.ndim, "split")
+    indices_or_sections = b.ints_of(indices_or_sections)
     n = a._shape[ax]
     if isinstance(indices_or_sections, (int, np.integer)):
         k = int(indices_or_sections)
@@ -413,6 +416,8 @@ def split(a, /, indices_or_sections, axis=0, *, stream=None):
 def broadcast_arrays(*arrays, stream=None):
     """Broadcast arrays against each other."""
     arrays = [b.as_array(x, "broadcast_arrays") for x in arrays]
+    if not arrays:
+        return []  # as MLX: nothing to broadcast
     shape = b.broadcast_shapes(*[x._shape for x in arrays], op="broadcast_arrays")
     return [broadcast_to(x, shape, stream=stream) for x in arrays]
 
