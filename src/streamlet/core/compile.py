@@ -24,7 +24,7 @@ from .dtypes import float64 as _F64
 from .graph import SHAPELESS, TRACING, NewShapes, Node
 from .fusion import fuse
 from .gpu_program import whole
-from .ops.build import SELECT
+from .ops.build import SELECT, callable_arg
 from .eval import dispatch
 from .stream import made, resolve, stand_ins, usable_here
 
@@ -400,8 +400,7 @@ def compile(fun, inputs=None, outputs=None, shapeless=False):
     >>> f(mx.array(0.0), mx.array(3.0)).item()
     3.0
     """
-    if not callable(fun):
-        raise TypeError(f"[compile] Expected a callable, got {type(fun).__name__}.")
+    callable_arg(fun, "compile")
     compiled = _Compiled(fun, inputs, outputs, shapeless)
 
     @functools.wraps(fun)

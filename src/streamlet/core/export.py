@@ -35,7 +35,7 @@ from .device import Device, DeviceType
 from .dot import _names, label
 from .dtypes import from_name, from_numpy
 from .graph import TRACING, Node
-from .ops.build import SELECT
+from .ops.build import SELECT, callable_arg
 from .stream import resolve
 
 _exporting = threading.local()
@@ -348,7 +348,7 @@ def exporter(file, fun, *, shapeless=False, metadata=None) -> FunctionExporter:
     >>> [out.tolist() for (out,) in map(mx.import_function(path), [mx.array([3.0])])]
     [[6.0]]
     """
-    return FunctionExporter(_file(file, "exporter"), _callable(fun, "exporter"), shapeless,
+    return FunctionExporter(_file(file, "exporter"), callable_arg(fun, "exporter"), shapeless,
                             _metadata(metadata))
 
 
@@ -358,12 +358,6 @@ def _file(file, op):
     if not isinstance(file, str):
         raise TypeError(f"[{op}] Expected a file path (str), got {type(file).__name__}.")
     return file
-
-
-def _callable(fun, op):
-    if not callable(fun):
-        raise TypeError(f"[{op}] Expected a function to export, got {type(fun).__name__}.")
-    return fun
 
 
 def _metadata(metadata):
@@ -390,7 +384,7 @@ def export_function(file_or_callback, fun, *args, shapeless=False, metadata=None
     >>> mx.import_function(path)(mx.array([-3.0, 4.0]))[0].tolist()
     [3.0, 4.0]
     """
-    fun, metadata = _callable(fun, "export_function"), _metadata(metadata)
+    fun, metadata = callable_arg(fun, "export_function"), _metadata(metadata)
     a, k = _inputs(args, kwargs, "[export_function]")
     if callable(file_or_callback) and not isinstance(file_or_callback, (str, os.PathLike)):
         if metadata:

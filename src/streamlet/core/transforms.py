@@ -17,7 +17,7 @@ from . import trees
 from .array import array, const, node, node_of, wrap
 from .graph import SHAPELESS, TRACING, Node, Primitive
 from . import ops as _ops
-from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, broadcast_shapes
+from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, broadcast_shapes, callable_arg
 from .ops.creation import filled
 from .ops.shape import broadcast_like
 from .ops.rules import STOP_GRADIENT, same_shape, stop_gradient
@@ -269,7 +269,7 @@ def vjp(fun, primals, cotangents):
     >>> vjps[0].item()
     2.0
     """
-    _callable(fun, "vjp")
+    callable_arg(fun, "vjp")
     primals = _arrays(primals, "vjp", "primals")
     cotangents = _arrays(cotangents, "vjp", "cotangents")
     with TRACING:
@@ -317,7 +317,7 @@ def jvp(fun, primals, tangents):
     >>> jvps[0].item()
     6.0
     """
-    _callable(fun, "jvp")
+    callable_arg(fun, "jvp")
     primals = _arrays(primals, "jvp", "primals")
     tangents = _arrays(tangents, "jvp", "tangents")
     if len(primals) != len(tangents):
@@ -385,14 +385,8 @@ def _check_argnums(nums, names, tag):
             raise ValueError(f"[{tag}] Duplicate argument index {nums[0]} is not allowed.")
 
 
-def _callable(fun, tag):
-    """A transform of what cannot be called fails when it is made, as in MLX."""
-    if not callable(fun):
-        raise TypeError(f"[{tag}] Expected a callable, got {type(fun).__name__}.")
-
-
 def _value_and_grad(fun, nums, names, tag, scalar_only):
-    _callable(fun, tag)
+    callable_arg(fun, tag)
     _check_argnums(nums, names, tag)
     tag = f"[{tag}]"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import trees
 from .array import array, node, wrap
 from .graph import TRACING, Node, Primitive
-from .ops.build import AxisError, make
+from .ops.build import AxisError, callable_arg, make
 from .stream import build_on, restore_build
 from .transforms import _named, _results, _tape
 
@@ -161,8 +161,7 @@ def vmap(fun, in_axes=0, out_axes=0):
     >>> mx.vmap(lambda x: x.sum())(mx.array([[1, 2], [3, 4]])).tolist()
     [3, 7]
     """
-    if not callable(fun):  # refused when it is made, as in MLX
-        raise TypeError(f"[vmap] Expected a callable, got {type(fun).__name__}.")
+    callable_arg(fun, "vmap")
     if in_axes is None or out_axes is None:  # MLX's binding takes no None for either
         raise TypeError("vmap(): incompatible function arguments: in_axes and out_axes "
                         "must not be None (a tree of None: (None,)).")

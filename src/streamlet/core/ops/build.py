@@ -152,18 +152,11 @@ def broadcast_shapes(*shapes, op: str = "broadcast_shapes") -> tuple:
     return tuple(out)
 
 
-def shape_entry(n):
-    """A shape entry as given, but a 0-d integer array as its int: MLX takes
-    `zeros([mx.array(2), 3])`, and so a 1-D integer array as the whole shape."""
-    if isinstance(n, array) and n.ndim == 0 and n.dtype.kind in "iu":
-        return int(n.item())
-    return n
-
-
 def ints_of(x):
     """An int argument (or a list or tuple of them) as given, but an integer array as the
     int (0-d) or tuple of ints (1-D) it holds, also inside a list or tuple: MLX's binding
-    reads `roll(a, mx.array(1))` and `pad(a, [(mx.array(1), 2)])` so."""
+    reads `roll(a, mx.array(1))`, `pad(a, [(mx.array(1), 2)])` and `zeros([mx.array(2)])`
+    so."""
     if type(x) is int or x is None:
         return x
     if isinstance(x, array) and x.dtype.kind in "iu" and x.ndim <= 1:
@@ -181,7 +174,7 @@ def check_shape(shape, op: str) -> tuple:
         shape = tuple(shape)
     if not isinstance(shape, tuple) or not all(isinstance(n, (int, np.integer)) for n in shape):
         if isinstance(shape, tuple):  # 0-d integer arrays among the entries
-            shape = tuple(shape_entry(n) for n in shape)
+            shape = tuple(ints_of(n) for n in shape)
             if all(isinstance(n, (int, np.integer)) for n in shape):
                 return check_shape(shape, op)
         raise TypeError(f"[{called(op)}] Expected a shape (int or sequence of ints), "
@@ -195,7 +188,7 @@ def check_shape(shape, op: str) -> tuple:
 def normalize_axis(axis, ndim: int, op: str) -> int:
     """`axis` in [0, ndim); a bool is the int it stands for, as MLX's binding takes it."""
     if not isinstance(axis, (int, np.integer)):
-        axis = shape_entry(axis)  # a 0-d integer array too
+        axis = ints_of(axis)  # a 0-d integer array too
     if not isinstance(axis, (int, np.integer)):
         raise TypeError(f"[{called(op)}] Expected an integer axis, got {type(axis).__name__}.")
     if not -ndim <= axis < ndim:
@@ -215,6 +208,14 @@ def normalize_axes(axis, ndim: int, op: str) -> tuple:
     if len(set(axes)) != len(axes):
         raise ValueError(f"[{op}] Duplicate axes {tuple(axis)}.")
     return tuple(sorted(axes))
+
+
+def callable_arg(fun, op: str):
+    """`fun`, refused with TypeError when it cannot be called: a transform, compile or
+    export of it fails when made, as in MLX."""
+    if not callable(fun):
+        raise TypeError(f"[{op}] Expected a callable, got {type(fun).__name__}.")
+    return fun
 
 
 def int_arg(value, op: str, what: str, bits: int = 32) -> int:

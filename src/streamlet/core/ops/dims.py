@@ -34,5 +34,5 @@ def shape(value, op: str) -> tuple:
             if isinstance(n, (int, np.integer)) and not isinstance(n, bool):
                 dim(int(n), op)
             elif isinstance(n, b.array):  # 0-d integer arrays stand for their ints
-                return shape(tuple(b.shape_entry(n) for n in entries), op)
+                return shape(tuple(b.ints_of(n) for n in entries), op)
     return b.check_shape(entries, op)
