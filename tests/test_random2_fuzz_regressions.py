@@ -27,6 +27,16 @@ def test_split_takes_an_int_number_of_keys(mlx, num):
     assert_same_bits(mlx, lambda M: M.random.split(M.random.key(7), num))
 
 
+@pytest.mark.parametrize("num", [lambda M: M.array(3), lambda M: 2**40, lambda M: "2"])
+@pytest.mark.parametrize("op", ["split", "categorical"])
+def test_key_and_sample_counts_read_as_int32_arguments(mlx, num, op):
+    """split's num and categorical's num_samples as MLX's binding takes an int: a 0-d
+    integer array is its value, beyond 32 bits or a string a TypeError (2**40 was built)."""
+    assert_same_bits(mlx, lambda M: M.random.split(M.random.key(7), num(M)) if op == "split"
+                     else M.random.categorical(M.zeros((2, 3)), num_samples=num(M),
+                                               key=M.random.key(1)))
+
+
 @pytest.mark.parametrize("shape, kw", [((0,), {"shape": (3,)}), ((1, 0), {"num_samples": 2}),
                                        ((0, 1), {"axis": 0, "num_samples": 0})])
 def test_categorical_over_an_empty_axis_is_a_value_error(mlx, shape, kw):

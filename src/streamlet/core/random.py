@@ -310,13 +310,12 @@ def split(key, num=2, *, stream=None):
     >>> split(key(1), 3).shape
     (3, 2)
     """
-    if not isinstance(num, (int, np.integer)):
-        raise TypeError(f"[split] Expected an integer number of keys, got {num!r}.")
+    num = b.int_arg(num, "split", "num")
     if num < 0:
         raise ValueError(f"[split] Expected a non-negative number of keys, got {num!r}.")
     if key is None:
         raise TypeError("[split] Expected a key array, got None.")
-    return bits((int(num), 2), 4, _get_key(key, "split"), stream=stream)
+    return bits((num, 2), 4, _get_key(key, "split"), stream=stream)
 
 
 def _bound(x, d, op, stream):
@@ -477,11 +476,10 @@ def categorical(logits, axis=-1, shape=None, num_samples=None, key=None, *, stre
     ax = b.normalize_axis(axis, logits.ndim, "categorical")
     reduced = logits.shape[:ax] + logits.shape[ax + 1:]
     if num_samples is not None:
-        if not isinstance(num_samples, (int, np.integer)):
-            raise TypeError(f"[categorical] num_samples must be an integer, got {num_samples!r}.")
+        num_samples = b.int_arg(num_samples, "categorical", "num_samples")
         if num_samples < 0:
             raise ValueError(f"[categorical] num_samples must be >= 0, got {num_samples}.")
-        shape = reduced + (int(num_samples),)
+        shape = reduced + (num_samples,)
     elif shape is None:
         shape = reduced
     else:
