@@ -232,10 +232,11 @@ def _make_scan(name, fn, rule, identity):
     def op(a, /, axis=None, *, reverse=False, inclusive=True, dtype=None, stream=None):
         from .shape import flatten
         a = b.as_array(a, name)
+        d = None if dtype is None else dt.as_dtype(dtype)  # its TypeError before the axis's
         if axis is None:
             a, axis = flatten(a, stream=stream), 0
         ax = b.normalize_axis(axis, a.ndim, name)
-        d = rule(a._dtype) if dtype is None else dt.as_dtype(dtype)
+        d = rule(a._dtype) if d is None else d
         if rule(d) is not d:  # `cumsum(a, dtype=bool)`: MLX sums `a.astype(bool)` as int32
             from .creation import astype
             a, d = astype(a, d, stream=stream), rule(d)

@@ -2,8 +2,6 @@
 unique."""
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
 from . import build as b
@@ -19,6 +17,8 @@ def _along(a, axis, op, stream):
     if axis is None:
         return flatten(a, stream=stream), 0
     if a.ndim == 0:
+        if not isinstance(b.ints_of(axis), (int, np.integer)):
+            b.normalize_axis(axis, 0, op)  # an axis of another type: TypeError, as MLX's binding
         raise b.AxisError(f"[{op}] Invalid axis {axis} for a scalar.")
     return a, b.normalize_axis(axis, a.ndim, op)
 
@@ -93,6 +93,7 @@ def _kth(kth, n, op):
 
 def partition(a, /, kth, axis=-1, *, stream=None):
     """`a` with its kth element in sorted position, smaller ones before, larger after."""
+    kth = b.int_arg(kth, "partition", "kth")  # a float or None: TypeError, before the axis
     a, ax = _along(a, axis, "partition", stream)
     k = _kth(kth, a._shape[ax], "partition")
     return b.node(_PARTITION, (a,), a._shape, a._dtype, {"kth": k, "axis": ax},
@@ -101,6 +102,7 @@ def partition(a, /, kth, axis=-1, *, stream=None):
 
 def argpartition(a, /, kth, axis=-1, *, stream=None):
     """The uint32 indices that partition `a` around its kth element."""
+    kth = b.int_arg(kth, "argpartition", "kth")
     a, ax = _along(a, axis, "argpartition", stream)
     k = _kth(kth, a._shape[ax], "argpartition")
     return b.node(_ARGPARTITION, (a,), a._shape, dt.uint32, {"kth": k, "axis": ax},
@@ -139,7 +141,7 @@ _TOPK = b.make("topk", _topk, vjp=_topk_vjp, jvp=_topk_jvp, vmap=along_axes("axi
 
 def topk(a, /, k, axis=-1, *, stream=None):
     """The `k` largest elements along `axis`, in no particular order."""
-    k = operator.index(k)  # an integer or NumPy integer, as MLX takes it
+    k = b.int_arg(k, "topk", "k")  # an integer or NumPy integer, as MLX takes it
     a, ax = _along(a, axis, "topk", stream)
     n = a._shape[ax]
     if not 0 <= k <= n:
