@@ -35,3 +35,22 @@ def test_sort_of_a_scalar_refuses_an_axis_of_another_type_first(mlx, op, axis):
 def test_scan_dtype_type_checked_before_the_axis(mlx, op):
     """A dtype that is no Dtype is a TypeError even where the axis is out of range."""
     assert_same(mlx, lambda M: getattr(M, op)(M.array(1), axis=0, dtype="float32"))
+
+
+@pytest.mark.parametrize("flag", [1, 0, None, "x", "np.bool_"])
+@pytest.mark.parametrize("call", [
+    lambda M, f: M.sum(M.ones((2, 3)), keepdims=f),
+    lambda M, f: M.ones((2, 3)).max(keepdims=f),
+    lambda M, f: M.logsumexp(M.ones((2, 3)), axis=7, keepdims=f),
+    lambda M, f: M.var(M.ones((2, 3)), keepdims=f),
+    lambda M, f: M.argmin(M.ones((2, 3)), keepdims=f),
+    lambda M, f: M.softmax(M.ones((2, 3)), precise=f),
+    lambda M, f: M.cumsum(M.ones((2, 3)), reverse=f),
+    lambda M, f: M.cummax(M.ones((2, 3)), inclusive=f),
+])
+def test_flags_are_bools_only(mlx, flag, call):
+    """keepdims, precise, reverse and inclusive are bools to MLX's binding: an int, None, a
+    string or a NumPy bool is a TypeError, before any axis check (they were truth-tested)."""
+    import numpy as np
+    f = np.bool_(True) if flag == "np.bool_" else flag
+    assert_same(mlx, lambda M: call(M, f))

@@ -232,6 +232,14 @@ def int_arg(value, op: str, what: str, bits: int = 32) -> int:
     return v
 
 
+def bool_arg(value, op: str, what: str) -> bool:
+    """A `bool` argument as MLX's binding takes it: True or False only (an int, None or a
+    NumPy bool raises TypeError)."""
+    if value is True or value is False:
+        return value
+    raise TypeError(f"[{called(op)}] {what} must be a bool, got {type(value).__name__}.")
+
+
 def make(name: str, kernel, gpu=None, multi=False, moves=False, **rules) -> Primitive:
     """A primitive; `rules` are its transform rules (`vjp`, `jvp`, `vmap`) and its `shape`
     rule (see Primitive); `gpu` its GPU kernel (a GpuKernel, or a function made one).

@@ -356,6 +356,7 @@ def _make(name, fn, rule, empty_ok, vjp, jvp):
                       state or b.resolve(None))
 
     def op(a, /, axis=None, keepdims=False, *, stream=None):
+        keepdims = b.bool_arg(keepdims, name, "keepdims")
         st = b.resolve(stream)
         a, axes = _prepare(a, axis, name, empty_ok)
         return along(a, axes, keepdims, st)
@@ -388,11 +389,12 @@ _VAR = b.make("var", _kernel(lambda xp, a, axis, keepdims, dtype, ddof, root:
 
 def _variance(a, axis, keepdims, ddof, stream, root):
     op = "std" if root else "var"
+    keepdims = b.bool_arg(keepdims, op, "keepdims")
     ddof = b.int_arg(ddof, op, "ddof")
     st = b.resolve(stream)
     a, axes = _prepare(a, axis, op, True)
     d = _var_dtype(a._dtype)
-    params = {"axis": axes, "keepdims": bool(keepdims), "dtype": d.np, "ddof": int(ddof),
+    params = {"axis": axes, "keepdims": keepdims, "dtype": d.np, "ddof": int(ddof),
               "root": root}
     return b.node(_VAR, (a,), _out_shape(a._shape, axes, keepdims), d, params, st)
 
@@ -442,6 +444,7 @@ def _make_arg(name, kernel):
                   vmap=_arg_vmap, shape=_reduced_shape)
 
     def op(a, /, axis=None, keepdims=False, *, stream=None):
+        keepdims = b.bool_arg(keepdims, name, "keepdims")
         st = b.resolve(stream)
         a = b.as_array(a, name)
         if axis is not None and not isinstance(axis, (int, np.integer)):  # one axis, an int:
@@ -461,7 +464,7 @@ def _make_arg(name, kernel):
             from .creation import zeros
             return zeros(shape, dt.uint32, stream=stream)
         return b.node(prim, (a,), shape, dt.uint32,
-                      {"axis": None if axis is None else ax, "keepdims": bool(keepdims)}, st)
+                      {"axis": None if axis is None else ax, "keepdims": keepdims}, st)
     b.rename(op, name)
     op.__doc__ = f"Index of the {name[3:]} along `axis` (of the flattened array if None), uint32."
     return op
@@ -496,11 +499,12 @@ _SOFTMAX = b.make("softmax", _softmax, vjp=_softmax_vjp, jvp=_softmax_jvp,
 def softmax(a, /, axis=None, *, precise=False, stream=None):
     """exp(a) / sum(exp(a)) over `axis` (all axes if None); `precise` computes half
     precision inputs in float32."""
+    precise = b.bool_arg(precise, "softmax", "precise")
     a = b.as_array(a, "softmax")
     axes = b.normalize_axes(axis, a.ndim, "softmax")
     d = dt.to_inexact(a._dtype)
     return b.node(_SOFTMAX, (a,), a._shape, d, {"axis": axes, "dtype": d.np,
-                                               "precise": bool(precise)}, b.resolve(stream))
+                                               "precise": precise}, b.resolve(stream))
 
 
 def count_nonzero(a, /, *, axis=None, keepdims=False, stream=None):

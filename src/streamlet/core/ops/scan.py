@@ -231,6 +231,8 @@ def _make_scan(name, fn, rule, identity):
 
     def op(a, /, axis=None, *, reverse=False, inclusive=True, dtype=None, stream=None):
         from .shape import flatten
+        reverse = b.bool_arg(reverse, name, "reverse")
+        inclusive = b.bool_arg(inclusive, name, "inclusive")
         a = b.as_array(a, name)
         d = None if dtype is None else dt.as_dtype(dtype)  # its TypeError before the axis's
         if axis is None:
@@ -240,7 +242,7 @@ def _make_scan(name, fn, rule, identity):
         if rule(d) is not d:  # `cumsum(a, dtype=bool)`: MLX sums `a.astype(bool)` as int32
             from .creation import astype
             a, d = astype(a, d, stream=stream), rule(d)
-        params = {"axis": ax, "reverse": bool(reverse), "inclusive": bool(inclusive),
+        params = {"axis": ax, "reverse": reverse, "inclusive": inclusive,
                   "dtype": d.np}
         return b.node(prim, (a,), a._shape, d, params, b.resolve(stream))
 
