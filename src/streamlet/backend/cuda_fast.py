@@ -10,6 +10,8 @@ sinf.  Inputs of other dtypes (float16) go to the array code.
 """
 from __future__ import annotations
 
+import math
+
 import cupy as cp
 import numpy as np
 
@@ -166,8 +168,8 @@ def rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
     shape = xd.shape
     if xd.ndim == 3:
         xd = xd[:, None]
-    elif xd.ndim > 4:
-        xd = xd.reshape(shape[0], -1, shape[-2], shape[-1])
+    elif xd.ndim > 4:  # the heads' axes as one (counted: -1 can't be inferred for size 0)
+        xd = xd.reshape(shape[0], math.prod(shape[1:-2]), shape[-2], shape[-1])
     out = cp.empty(xd.shape, xd.dtype)
     n = out.size
     if n:

@@ -272,8 +272,8 @@ def _rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
     shape = x.shape
     if x.ndim == 3:
         x = x[:, None]
-    elif x.ndim > 4:
-        x = x.reshape(shape[0], -1, shape[-2], shape[-1])
+    elif x.ndim > 4:  # the heads' axes as one (counted: -1 can't be inferred for size 0)
+        x = x.reshape(shape[0], math.prod(shape[1:-2]), shape[-2], shape[-1])
     half = dims // 2
     pos = xp.arange(x.shape[2], dtype=_F32)
     off = offset.astype(_F32)
