@@ -378,7 +378,7 @@ def argpartition(a: _ArrayOrScalar, /, kth: int, axis: _Axes = -1, *,
 
 def argsort(a: _ArrayOrScalar, /, axis: _Axes = -1, *, stream: _StreamOrDevice = None) -> array: ...
 
-def array_equal(a: _ArrayOrScalar, b_: _ArrayOrScalar, /, equal_nan: bool = False, *,
+def array_equal(a: _ArrayOrScalar, b_: _ArrayOrScalar, /, *, equal_nan: bool = False,
                 stream: _StreamOrDevice = None) -> array: ...
 
 def as_strided(a: _ArrayOrScalar, /, shape: Optional[_Shape] = None,

@@ -115,7 +115,7 @@ def as_dtype(d) -> Dtype:
     if d is complex:
         return complex64
     # a name is no dtype in MLX (TypeError), nor here; nor is None (NumPy's float64)
-    if d is not None and not isinstance(d, str):
+    if isinstance(d, np.dtype) or (isinstance(d, type) and issubclass(d, np.generic)):
         try:
             return from_numpy(d)
         except (TypeError, ValueError):  # (NumPy's ValueError: an array is no dtype)

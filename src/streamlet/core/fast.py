@@ -200,6 +200,7 @@ def rms_norm(x, weight, eps, *, stream=None):
     """
     from .ops import astype
     x = _at_least_1d("rms_norm", x)
+    eps = b.float_arg(eps, "rms_norm", "eps")
     w = _check_vector("rms_norm", "(*weight)", weight, x)
     d = _out_type("rms_norm", x, w)
     ins = (x,) if w is None else (x, astype(w, d, stream=stream))
@@ -218,6 +219,7 @@ def layer_norm(x, weight, bias, eps, *, stream=None):
     """
     from .ops import astype
     x = _at_least_1d("layer_norm", x)
+    eps = b.float_arg(eps, "layer_norm", "eps")
     w = _check_vector("layer_norm", "weight", weight, x)
     bias = _check_vector("layer_norm", "bias", bias, x)
     # MLX's output dtype: x's with no weight (the bias is then cast to it), else x's,
@@ -436,6 +438,10 @@ def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
     """
     from .ops import astype
     x = b.as_array(a, "rope")
+    traditional = b.bool_arg(traditional, "rope", "traditional")
+    scale = b.float_arg(scale, "rope", "scale")
+    if base is not None:
+        base = b.float_arg(base, "rope", "base")
     if freqs is not None and base is not None:
         raise ValueError("[rope] Only one of base or freqs can have a value.")
     if freqs is None and base is None:
@@ -481,7 +487,7 @@ def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
         if f.ndim != 1 or f._shape[0] != dims // 2:
             raise ValueError(f"[rope] freqs must be one dimensional with size {dims // 2} but "
                              f"got shape {f._shape}.")
-    params = {"dims": dims, "traditional": bool(traditional),
+    params = {"dims": dims, "traditional": traditional,
               "base": 1.0 if base is None else float(base), "scale": float(scale),
               "forward": True}
     return _rope_node(x, off, f, params, stream)
@@ -527,6 +533,8 @@ def scaled_dot_product_attention(q, k, v, *, scale, mask=None, sinks=None,
     from . import ops as o
     op = "scaled_dot_product_attention"
     q, k, v = (b.as_array(t, op) for t in (q, k, v))
+    scale = b.float_arg(scale, op, "scale")
+    force_fused = b.bool_arg(force_fused, op, "force_fused")
     causal = False
     if isinstance(mask, str):
         if mask != "causal":

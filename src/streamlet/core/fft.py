@@ -139,6 +139,12 @@ def _one_axis(kind, name):
     return op
 
 
+def _sizes(s, name):
+    """`s` (None, or a sequence of ints), checked by type first as MLX's binding does."""
+    return None if s is None else tuple(b.int_arg(n, name, "s")
+                                        for n in b.seq_arg(s, name, "s"))
+
+
 def _all_axes(a, s, name):
     """`axes=None`: every axis, as MLX (and NumPy) read it; then `s` must be None too."""
     if s is not None:
@@ -148,6 +154,7 @@ def _all_axes(a, s, name):
 
 def _two_axes(kind, name):
     def op(a, s=None, axes=(-2, -1), norm="backward", stream=None):
+        s = _sizes(s, name)
         axes = _all_axes(a, s, name) if axes is None else tuple(axes)
         return _build(a, s, axes, norm, kind, name, stream)
     b.rename(op, name)
@@ -157,6 +164,7 @@ def _two_axes(kind, name):
 
 def _n_axes(kind, name):
     def op(a, s=None, axes=None, norm="backward", stream=None):
+        s = _sizes(s, name)
         axes = _all_axes(a, s, name) if axes is None else tuple(axes)
         return _build(a, s, axes, norm, kind, name, stream)
     b.rename(op, name)
@@ -186,6 +194,7 @@ _FREQ = b.make("fftfreq", _freq)
 def _freq_op(real, name):
     def op(n, d=1.0, stream=None):
         n = b.int_arg(n, name, "n")
+        d = b.float_arg(d, name, "d")
         if n <= 0:
             raise ValueError(f"[{name}] `n` must be greater than 0.")
         if d == 0:
@@ -322,14 +331,17 @@ def stft(x, n_fft=2048, hop_length=None, win_length=None, window=None, center=Tr
     x = b.as_array(x, op)
     _check_norm(norm, op)
     n_fft = b.int_arg(n_fft, op, "n_fft")
+    center = b.bool_arg(center, op, "center")
+    if onesided is not None:
+        b.bool_arg(onesided, op, "onesided")
     hop, win = _lengths(n_fft, hop_length, win_length, op)
-    if pad_mode not in _PAD_MODES:
+    if b.str_arg(pad_mode, op, "pad_mode") not in _PAD_MODES:
         raise ValueError(f"Invalid padding mode ({pad_mode}) passed to pad")
     if x.ndim == 0:
         raise ValueError(f"[{op}] Expected an array with at least one dimension.")
     w = _window_input(window, win, n_fft, op)
     complex_in = x._dtype.kind == "c"
-    onesided = not complex_in if onesided is None else bool(onesided)
+    onesided = not complex_in if onesided is None else onesided
     length = x._shape[-1] + (2 * (n_fft // 2) if center else 0)
     if length < n_fft:
         raise ValueError(f"[{op}] Input is too short ({x._shape[-1]}) for n_fft={n_fft}.")
@@ -338,7 +350,7 @@ def stft(x, n_fft=2048, hop_length=None, win_length=None, window=None, center=Tr
     compute = dt.complex64 if complex_in else dt.float32
     from .ops.creation import _cast
     x = _cast(x, compute, stream=st.stream)
-    params = {"n_fft": n_fft, "hop": hop, "center": bool(center), "pad_mode": pad_mode,
+    params = {"n_fft": n_fft, "hop": hop, "center": center, "pad_mode": pad_mode,
               "norm": norm, "onesided": onesided}
     return b.node(_STFT, (x, w), x._shape[:-1] + (n_freq, frames), dt.complex64, params, st)
 
@@ -415,7 +427,8 @@ def istft(stft_matrix, n_fft=None, hop_length=None, win_length=None, window=None
     _check_norm(norm, op)
     if spec.ndim < 2:
         raise ValueError(f"[{op}] Expected an array of shape (..., n_freq, n_frames).")
-    onesided = True if onesided is None else bool(onesided)
+    center = b.bool_arg(center, op, "center")
+    onesided = True if onesided is None else b.bool_arg(onesided, op, "onesided")
     n_freq, count = spec._shape[-2:]
     n_fft = (2 * (n_freq - 1) if onesided else n_freq) if n_fft is None else \
         b.int_arg(n_fft, op, "n_fft")
@@ -427,7 +440,7 @@ def istft(stft_matrix, n_fft=None, hop_length=None, win_length=None, window=None
         size = b.int_arg(length, op, "length")
     from .ops.creation import _cast
     spec = _cast(spec, dt.complex64, stream=st.stream)
-    params = {"n_fft": n_fft, "hop": hop, "center": bool(center), "norm": norm,
+    params = {"n_fft": n_fft, "hop": hop, "center": center, "norm": norm,
               "onesided": onesided, "length": None if length is None else size}
     return b.node(_ISTFT, (spec, w), spec._shape[:-2] + (max(size, 0),), dt.float32, params, st)
 

@@ -69,6 +69,8 @@ _local = _Local()
 
 
 def _check_seed(seed, op):
+    if isinstance(seed, b.array) and seed.ndim == 0:
+        seed = b.ints_of(seed)  # a 0-d integer array is its int, as MLX's binding reads it
     if not isinstance(seed, (int, np.integer)):
         raise TypeError(f"[{op}] Expected an integer seed, got {type(seed).__name__}.")
     if not 0 <= int(seed) < 1 << 64:  # MLX's binding refuses it as a uint64: a TypeError
@@ -526,9 +528,9 @@ def laplace(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None, *, stream=
     """
     shape = _shape(shape, "laplace")
     d = _float_dtype(dtype, "laplace")
-    if not (b.is_scalar(loc) and b.is_scalar(scale)) or isinstance(loc + scale, complex):
-        raise TypeError(f"[laplace] loc and scale must be floats, got {type(loc).__name__} "
-                        f"and {type(scale).__name__}.")
+    # MLX's `float`s: a number or a 0-d array (not a string, None or a complex number)
+    loc = float(b.float_arg(loc, "laplace", "loc"))
+    scale = float(b.float_arg(scale, "laplace", "scale"))
     u = uniform(tf.NORMAL_LOW, 1.0, shape, dt.float32, _get_key(key, "laplace"), stream=stream)
     neg = ew.negative(ew.abs(u, stream=stream), stream=stream)
     if d is dt.float64:  # MLX's `-1 (as dtype) * |u|` promotes: log1p is float64's
@@ -580,6 +582,7 @@ def permutation(x, axis=0, key=None, *, stream=None):
     [0, 1, 2, 3, 4]
     """
     st = b.resolve(stream)
+    axis = b.int_arg(axis, "permutation", "axis")
     if b.is_scalar(x):
         if not isinstance(x, (int, np.integer)):
             raise BadType(f"[permutation] Expected an integer or an array, got {x!r}.")

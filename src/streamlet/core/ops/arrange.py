@@ -12,7 +12,8 @@ from .rules import along_axes, same_shape, shape_guard, to_front, via, zeros_for
 
 
 def _ints(value, op, what):
-    values = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
+    values = (value,) if isinstance(value, (int, np.integer)) else \
+        tuple(b.seq_arg(value, op, what))
     if not all(isinstance(v, (int, np.integer)) for v in values):  # a bool is an int to MLX
         raise TypeError(f"[{op}] {what} must be integers, got {value!r}.")
     return tuple(int(v) for v in values)
@@ -178,7 +179,7 @@ def pad(a, pad_width, mode="constant", constant_values=0, *, stream=None):
     for 'reflect', with it for 'symmetric'), as NumPy's `pad`."""
     a = b.as_array(a, "pad")
     widths = _pad_widths(b.ints_of(pad_width), a.ndim)
-    if mode not in _PAD_MODES:
+    if b.str_arg(mode, "pad", "mode") not in _PAD_MODES:
         raise ValueError(f"Invalid padding mode ({mode}) passed to pad")
     if type(constant_values) is complex and a._dtype.kind != "c":  # MLX's cast of complex64
         constant_values = bool(constant_values) if a._dtype.kind == "b" else \
@@ -413,7 +414,8 @@ def contiguous(a, /, allow_col_major=False, *, stream=None):
     """`a` with row-major (or, if allowed, column-major) contiguous memory."""
     a = b.as_array(a, "contiguous")
     return b.node(_CONTIGUOUS, (a,), a._shape, a._dtype,
-                  {"allow_col_major": bool(allow_col_major)}, b.resolve(stream))
+                  {"allow_col_major": b.bool_arg(allow_col_major, "contiguous",
+                                                 "allow_col_major")}, b.resolve(stream))
 
 
 def _view(xp, a, dtype):

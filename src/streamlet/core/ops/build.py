@@ -166,11 +166,28 @@ def ints_of(x):
     return x
 
 
+def is_sequence(x) -> bool:
+    """Whether `x` is a sequence as MLX's binding takes one for `Sequence[int]`: a list, a
+    tuple, a range, a NumPy array... (not a generator, set, dict, string or bytes)."""
+    return isinstance(x, (list, tuple)) or (
+        hasattr(type(x), "__getitem__") and hasattr(type(x), "__len__")
+        and not isinstance(x, (str, bytes, dict)))
+
+
+def seq_arg(value, op: str, what: str):
+    """A `Sequence[int]` argument, returned as given when `is_sequence`, else TypeError
+    (a generator or a set is no sequence to MLX's binding)."""
+    if is_sequence(value):
+        return value
+    raise TypeError(f"[{called(op)}] {what} must be a sequence of ints, got "
+                    f"{type(value).__name__}.")
+
+
 def check_shape(shape, op: str) -> tuple:
     """A shape as a tuple of ints; other entries raise TypeError, negative sizes ValueError."""
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
-    if not isinstance(shape, (str, bytes)) and hasattr(shape, "__iter__"):
+    if type(shape) is not tuple and is_sequence(shape):
         shape = tuple(shape)
     if not isinstance(shape, tuple) or not all(isinstance(n, (int, np.integer)) for n in shape):
         if isinstance(shape, tuple):  # 0-d integer arrays among the entries
@@ -238,6 +255,29 @@ def bool_arg(value, op: str, what: str) -> bool:
     if value is True or value is False:
         return value
     raise TypeError(f"[{called(op)}] {what} must be a bool, got {type(value).__name__}.")
+
+
+def float_arg(value, op: str, what: str):
+    """A `float` argument as MLX's binding takes it, returned as given: a float, an int, a
+    NumPy number or a 0-d array (anything `float()` takes but a string); a string, bytes,
+    None or a complex number raises TypeError."""
+    if type(value) is float or type(value) is int:
+        return value
+    if not isinstance(value, (str, bytes)):
+        try:
+            float(value)
+            return value
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(f"[{called(op)}] {what} must be a float, got {type(value).__name__}.")
+
+
+def str_arg(value, op: str, what: str) -> str:
+    """A `str` argument as MLX's binding takes it: a str only (None, bytes or an int raises
+    TypeError; an unknown name is the op's own ValueError)."""
+    if type(value) is str:
+        return value
+    raise TypeError(f"[{called(op)}] {what} must be a str, got {type(value).__name__}.")
 
 
 def make(name: str, kernel, gpu=None, multi=False, moves=False, **rules) -> Primitive:

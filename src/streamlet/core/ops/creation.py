@@ -212,7 +212,8 @@ def linspace(start, stop, num=50, endpoint=True, dtype=dt.float32, stream=None):
         start = float(dt.float32.np.type(start))
     inner = dt.float64.np if d is dt.float64 else dt.float32.np
     return b.node(_LINSPACE, (), (num,), d,
-                  {"start": start, "stop": stop, "num": num, "endpoint": bool(endpoint),
+                  {"start": start, "stop": stop, "num": num,
+                   "endpoint": b.bool_arg(endpoint, "linspace", "endpoint"),
                    "inner": inner, "dtype": d.np}, b.resolve(stream))
 
 
@@ -269,6 +270,8 @@ def asarray(a, dtype=None, *, copy=None):
     """
     from ..array import to_array
     from ..convert import create
+    if copy is not None:
+        b.bool_arg(copy, "asarray", "copy")
     return to_array(create(a, dtype, copy))
 
 
@@ -280,7 +283,8 @@ def meshgrid(*arrays, sparse=False, indexing="xy", stream=None):
     indexing: `X, Y = mx.meshgrid(mx.arange(3), mx.arange(2))` gives X and Y of shape (2, 3)."""
     from .shape import broadcast_to, reshape
     b.resolve(stream)  # checked also when no op is made (1-D inputs), as MLX checks it
-    if indexing not in ("xy", "ij"):
+    sparse = b.bool_arg(sparse, "meshgrid", "sparse")
+    if b.str_arg(indexing, "meshgrid", "indexing") not in ("xy", "ij"):
         raise ValueError("[meshgrid] Invalid indexing value. Valid values are 'xy' and 'ij'.")
     arrays = [b.as_array(x, "meshgrid") for x in arrays]
     if any(x.ndim != 1 for x in arrays):
@@ -307,8 +311,7 @@ _WINDOW = b.make("window", _window)
 
 def _make_window(kind):
     def op(M, *, stream=None):
-        if not isinstance(M, int) or M < 0:
-            raise ValueError(f"[{kind}] M must be a non-negative integer, got {M!r}.")
+        M = max(b.int_arg(M, kind, "M"), 0)  # as MLX (and NumPy): no points below 1
         return b.node(_WINDOW, (), (M,), dt.float32, {"m": M, "kind": kind}, b.resolve(stream))
     b.rename(op, kind)
     op.__doc__ = f"The {kind.capitalize()} window of `M` points, float32: `mx.{kind}(5)`."

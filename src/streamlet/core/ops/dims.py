@@ -28,7 +28,7 @@ def shape(value, op: str) -> tuple:
     (3,)
     """
     entries = (value,) if isinstance(value, (int, np.integer)) else value
-    if not isinstance(entries, (str, bytes)) and hasattr(entries, "__iter__"):
+    if b.is_sequence(entries):
         entries = tuple(entries)
         for n in entries:
             if isinstance(n, (int, np.integer)) and not isinstance(n, bool):

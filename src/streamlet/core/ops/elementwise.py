@@ -525,6 +525,8 @@ def isclose(a, b_, /, rtol=1e-5, atol=1e-8, *, equal_nan=False, stream=None):
     (integers wrap: `abs(int8(-128))` is -128), infinities as `isposinf`/`isneginf` see
     them (a complex number only with a zero imaginary part)."""
     x, y = b.as_array(a, "isclose"), b.as_array(b_, "isclose")
+    rtol, atol = b.float_arg(rtol, "isclose", "rtol"), b.float_arg(atol, "isclose", "atol")
+    equal_nan = b.bool_arg(equal_nan, "isclose", "equal_nan")
     s = stream
     # noqa: F821 below: the table's ops
     rhs = add(b.scalar(_f32(atol), dt.float32),  # noqa: F821
@@ -551,10 +553,12 @@ def allclose(a, b_, /, rtol=1e-5, atol=1e-8, *, equal_nan=False, stream=None):
     return all_(isclose(a, b_, rtol, atol, equal_nan=equal_nan, stream=stream), stream=stream)
 
 
-def array_equal(a, b_, /, equal_nan=False, *, stream=None):
-    """True (as a bool array) when `a` and `b` have the same shape and elements."""
+def array_equal(a, b_, /, *, equal_nan=False, stream=None):
+    """True (as a bool array) when `a` and `b` have the same shape and elements
+    (`equal_nan` is keyword-only, as MLX's binding takes it)."""
     from .reduction import all as all_
     x, y = b.as_array(a, "array_equal"), b.as_array(b_, "array_equal")
+    equal_nan = b.bool_arg(equal_nan, "array_equal", "equal_nan")
     if x._shape != y._shape:
         return b.array(False)
     same = equal(x, y, stream=stream)  # noqa: F821
@@ -626,6 +630,11 @@ def nan_to_num(a, /, nan=0.0, posinf=None, neginf=None, *, stream=None):
     """Replace NaN by `nan` and infinities by `posinf`/`neginf` (default: the dtype's limits,
     which MLX knows for float16, bfloat16 and float32 only)."""
     a = b.as_array(a, "nan_to_num")
+    nan = b.float_arg(nan, "nan_to_num", "nan")
+    if posinf is not None:
+        posinf = b.float_arg(posinf, "nan_to_num", "posinf")
+    if neginf is not None:
+        neginf = b.float_arg(neginf, "nan_to_num", "neginf")
     d = a._dtype
     if d.kind not in "fc":
         return b.alias(a, b.resolve(stream))

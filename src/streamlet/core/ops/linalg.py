@@ -606,28 +606,31 @@ def inv(a, *, stream=None):
 
 def tri_inv(a, upper=False, *, stream=None):
     """Inverse of a triangular matrix; only the `upper` (or lower) triangle is read."""
+    upper = bl.bool_arg(upper, "linalg::tri_inv", "upper")
     st = bl.resolve(stream)
     _cpu_only(st, "linalg::tri_inv")
     a = _matrix(a, "linalg::inv", square="Inverses are only defined for square matrices.")
-    return _unary(_TRI_INV, a, a._shape, a._dtype, st, upper=bool(upper))
+    return _unary(_TRI_INV, a, a._shape, a._dtype, st, upper=upper)
 
 
 def cholesky(a, upper=False, *, stream=None):
     """Cholesky factor L (or U with `upper=True`) of a symmetric positive definite matrix."""
+    upper = bl.bool_arg(upper, "linalg::cholesky", "upper")
     st = bl.resolve(stream)
     _cpu_only(st, "linalg::cholesky")
     a = _matrix(a, "linalg::cholesky", square="Cholesky decomposition is only defined for "
                 "square matrices.")
-    return _unary(_CHOL, a, a._shape, a._dtype, st, upper=bool(upper))
+    return _unary(_CHOL, a, a._shape, a._dtype, st, upper=upper)
 
 
 def cholesky_inv(a, upper=False, *, stream=None):
     """Inverse of `L @ L.T` (or `U.T @ U`) from its Cholesky factor `a`."""
+    upper = bl.bool_arg(upper, "linalg::cholesky_inv", "upper")
     st = bl.resolve(stream)
     _cpu_only(st, "linalg::cholesky_inv")
     a = _matrix(a, "linalg::cholesky_inv", square="Cholesky inverse is only defined for "
                 "square matrices.")
-    return _unary(_CHOL_INV, a, a._shape, a._dtype, st, upper=bool(upper))
+    return _unary(_CHOL_INV, a, a._shape, a._dtype, st, upper=upper)
 
 
 def pinv(a, *, stream=None):
@@ -715,6 +718,7 @@ def qr(a, *, stream=None):
 
 def svd(a, compute_uv=True, *, stream=None):
     """U, S, Vt with full matrices; only S (real) when `compute_uv=False`."""
+    compute_uv = bl.bool_arg(compute_uv, "linalg::svd", "compute_uv")
     st = bl.resolve(stream)
     _cpu_only(st, "linalg::svd")
     a = bl.as_array(a, "linalg::svd")
@@ -738,7 +742,7 @@ def _eig_input(a, op, st):
 
 
 def _check_uplo(uplo, op):
-    if uplo not in ("L", "U"):
+    if bl.str_arg(uplo, op, "UPLO") not in ("L", "U"):
         raise ValueError(f"[{op}] UPLO must be 'L' or 'U'.")
     return uplo
 
@@ -833,6 +837,7 @@ def solve(a, b, *, stream=None):
 
 def solve_triangular(a, b, *, upper=False, stream=None):
     """Solve `a @ x = y` where `a` is (read as) lower or `upper` triangular."""
+    upper = bl.bool_arg(upper, "linalg::solve_triangular", "upper")
     st = bl.resolve(stream)
     a, y, shape, d = _solve_inputs(a, b, "linalg::solve_triangular", st)
     if y.ndim == 1:
@@ -954,6 +959,7 @@ def _norm_result(dtype, ord, axes):
 def norm(a, /, ord=None, axis=None, keepdims=False, *, stream=None):
     """Vector or matrix norm with NumPy's `ord` meanings; integers give float32."""
     op = "linalg::norm"
+    keepdims = bl.bool_arg(keepdims, op, "keepdims")
     st = bl.resolve(stream)
     a = bl.as_array(a, op)
     if ord is not None and not isinstance(ord, (str, numbers.Real)):

@@ -371,6 +371,7 @@ def einsum(subscripts, *operands, stream=None):
 
 def einsum_path(subscripts, *operands):
     """The contraction order einsum would use, and a printable report: `(path, text)`."""
+    subscripts = b.str_arg(subscripts, "einsum_path", "subscripts")
     ops_ = [b.as_array(x, "einsum_path") for x in operands]
     *_, path, (naive_scaling, scaling, naive_cost, cost) = _einsum_plan(
         subscripts, [x._shape for x in ops_], "einsum_path")
@@ -475,6 +476,7 @@ def addmm(c, a, b_, /, alpha=1.0, beta=1.0, *, stream=None):
     from .elementwise import add, multiply
     from .linalg import matmul
     x, y, z = (b.as_array(v, "addmm") for v in (a, b_, c))
+    alpha, beta = b.float_arg(alpha, "addmm", "alpha"), b.float_arg(beta, "addmm", "beta")
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError("[addmm] Got 0 dimension input. Inputs must have at least one "
                          "dimension.")
@@ -538,6 +540,7 @@ def block_masked_mm(a, b_, /, block_size=64, mask_out=None, mask_lhs=None, mask_
     from .linalg import matmul
     from .shape import broadcast_to, expand_dims, squeeze
     x, y = _pair(a, b_, "block_masked_mm")
+    block_size = b.int_arg(block_size, "block_masked_mm", "block_size")
     if mask_out is None and mask_lhs is None and mask_rhs is None:
         return matmul(x, y, stream=stream)
     if block_size not in (32, 64):
@@ -667,6 +670,7 @@ _CONVOLVE = b.make("convolve", _convolve, **via(_convolve_composite))
 def convolve(a, v, /, mode="full", *, stream=None):
     """The discrete linear convolution of two 1-D arrays ('full', 'same' or 'valid')."""
     x, y = _pair(a, v, "convolve")
+    mode = b.str_arg(mode, "convolve", "mode")
     if x.ndim != 1 or y.ndim != 1:
         raise ValueError("[convolve] Inputs must be 1D.")
     d = dt.promote_types(x._dtype, y._dtype)
@@ -787,6 +791,8 @@ def hadamard_transform(a, scale=None, stream=None):
     """The Hadamard transform along the last axis, of size m * 2^k with m in 1, 12, 20,
     28, times `scale` (default 1/sqrt(n))."""
     a = b.as_array(a, "hadamard_transform")
+    if scale is not None:
+        scale = b.float_arg(scale, "hadamard_transform", "scale")
     n = a._shape[-1] if a.ndim else 1
     if a.size == 0:
         raise ValueError("[hadamard_transform] Does not support empty arrays.")

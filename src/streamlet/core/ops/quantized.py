@@ -32,14 +32,15 @@ FP4_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
 
 
 def _mode(mode, op):
-    if mode not in MODES:
+    if b.str_arg(mode, op, "mode") not in MODES:
         raise ValueError(f"[{op}] Invalid quantization mode '{mode}'.")
     return mode
 
 
-def _params(mode, group_size, bits):
+def _params(mode, group_size, bits, op):
     gs, nb = MODES[mode]
-    return (gs if group_size is None else int(group_size)), (nb if bits is None else int(bits))
+    return (gs if group_size is None else b.int_arg(group_size, op, "group_size")), \
+        (nb if bits is None else b.int_arg(bits, op, "bits"))
 
 
 def _stream_of(out):
@@ -347,7 +348,7 @@ def quantize(w, /, group_size=None, bits=None, mode="affine", *, global_scale=No
     True
     """
     mode = _mode(mode, "quantize")
-    gs, nb = _params(mode, group_size, bits)
+    gs, nb = _params(mode, group_size, bits, "quantize")
     w = b.as_array(w, "quantize")
     if w._dtype.kind != "f":
         raise ValueError(f"[quantize] Only real floating types can be quantized but w has "
@@ -506,7 +507,7 @@ def dequantize(w, /, scales, biases=None, group_size=None, bits=None, mode="affi
         _opt(biases, "dequantize")
     out = _mode_dtype("dequantize", mode, scales, biases,
                       None if dtype is None else dt.as_dtype(dtype))
-    gs, nb = _params(mode, group_size, bits)
+    gs, nb = _params(mode, group_size, bits, "dequantize")
     if nb <= 0:
         raise ValueError(f"[dequantize] Invalid value for bits: {nb}")
     if gs <= 0:
@@ -731,10 +732,11 @@ def _qmm_inputs(op, x, w, scales, biases, mode, group_size, bits, transpose):
     x, w, scales = (b.as_array(v, op) for v in (x, w, scales))
     biases = _opt(biases, op)
     d = _mode_dtype(op, _mode(mode, op), scales, biases, None)
-    gs, nb = _params(mode, group_size, bits)
+    gs, nb = _params(mode, group_size, bits, op)
+    transpose = b.bool_arg(transpose, op, "transpose")
     if x.ndim < 1:
         raise ValueError(f"[{op}] The input must have at least one dimension.")
-    outer = _qmm_dims(op, x, w, scales, biases, bool(transpose), gs, nb)
+    outer = _qmm_dims(op, x, w, scales, biases, transpose, gs, nb)
     d = dt.promote_types(x._dtype, d) if mode == "affine" else x._dtype
     if d.kind != "f":
         raise ValueError(f"[{op}] Only real floating types are supported but x.dtype() == "
@@ -880,6 +882,7 @@ def gather_qmm(x, w, /, scales, biases=None, lhs_indices=None, rhs_indices=None,
     (2, 1, 8)
     """
     from .creation import astype
+    sorted_indices = b.bool_arg(sorted_indices, "gather_qmm", "sorted_indices")
     if lhs_indices is None and rhs_indices is None:
         return quantized_matmul(x, w, scales, biases, transpose, group_size, bits, mode,
                                 stream=stream)
@@ -926,7 +929,7 @@ def qqmm(x, w, scales=None, group_size=None, bits=None, mode="nvfp4", global_sca
     mode = _mode(mode, op)
     if mode == "affine":
         raise ValueError(f"[{op}] Only fp quantization modes are supported, got 'affine'.")
-    gs, nb = _params(mode, group_size, bits)
+    gs, nb = _params(mode, group_size, bits, op)
     x0 = b.as_array(x, op)
     w = b.as_array(w, op)
     xx = expand_dims(x0, 0, stream=stream) if x0.ndim == 1 else \
@@ -1013,6 +1016,7 @@ def gather_mm(a, b_, /, lhs_indices=None, rhs_indices=None, *, sorted_indices=Fa
     from .linalg import matmul
     from .products import float_matrices
     from .shape import squeeze
+    sorted_indices = b.bool_arg(sorted_indices, "gather_mm", "sorted_indices")
     if lhs_indices is None and rhs_indices is None:
         return matmul(a, b_, stream=stream)
     x, y, xa, ya, d = float_matrices(b.as_array(a, "gather_mm"), b.as_array(b_, "gather_mm"),

@@ -242,8 +242,9 @@ _SLICE = b.make("slice", lambda xp, a, index, traced=None: a[index], vjp=_slice_
 def reshape(a, /, shape, *, stream=None):
     """A view of `a` with a new shape; one entry may be -1."""
     a = b.as_array(a, "reshape")
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
+    if type(shape) is not tuple:
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else \
+            b.seq_arg(shape, "reshape", "shape")
     spec = tuple(shape)
     if not all(type(n) is int and -1 <= n <= dims.HIGH for n in spec):  # checked one by one
         spec = tuple(dims.dim(operator.index(n), "reshape") for n in spec)
@@ -272,10 +273,13 @@ def _infer(spec, size):
 def flatten(a, /, start_axis=0, end_axis=-1, *, stream=None):
     """Merge axes start_axis..end_axis into one."""
     a = b.as_array(a, "flatten")
+    s, e = start_axis, end_axis
+    if type(s) is not int or type(e) is not int or not -2**31 <= s < 2**31 or \
+            not -2**31 <= e < 2**31:  # MLX's 32-bit ints (NumPy ints, 0-d arrays)
+        s, e = b.int_arg(s, "flatten", "start_axis"), b.int_arg(e, "flatten", "end_axis")
     if a.ndim == 0:
         return reshape(a, (1,), stream=stream)
     n = a.ndim  # as MLX: axes out of range are clamped to the first and the last
-    s, e = operator.index(start_axis), operator.index(end_axis)
     s, e = max(s + n if s < 0 else s, 0), min(e + n if e < 0 else e, n - 1)
     if s > e:
         raise ValueError(f"[flatten] start_axis {start_axis} must not come after "
@@ -322,7 +326,8 @@ def expand_dims(a, /, axis, *, stream=None):
     a = b.as_array(a, "expand_dims")
     if isinstance(axis, b.array):
         axis = b.ints_of(axis)
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else \
+        tuple(b.seq_arg(axis, "expand_dims", "axis"))
     axes = b.normalize_axes(axes, a.ndim + len(axes), "expand_dims")
     if not axes:
         return b.alias(a)
@@ -407,8 +412,9 @@ def split(a, /, indices_or_sections, axis=0, *, stream=None):
                              f"size: attempting {k} splits along axis {ax} for shape {a._shape}.")
         bounds = [i * (n // k) for i in range(k + 1)]
     else:
-        bounds = [0] + [min(max(int(i) + (n if i < 0 else 0), 0), n)
-                        for i in indices_or_sections] + [n]
+        indices = [b.int_arg(i, "split", "indices")
+                   for i in b.seq_arg(indices_or_sections, "split", "indices_or_sections")]
+        bounds = [0] + [min(max(i + (n if i < 0 else 0), 0), n) for i in indices] + [n]
     st = b.resolve(stream)
     return [_cut(a, ax, lo, max(hi, lo), st) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
@@ -457,7 +463,7 @@ def unflatten(a, /, axis, shape, *, stream=None):
     """Split axis `axis` into `shape` (one entry may be -1)."""
     a = b.as_array(a, "unflatten")
     ax = b.normalize_axis(axis, a.ndim, "unflatten")
-    shape = tuple(operator.index(n) for n in shape)
+    shape = tuple(operator.index(n) for n in b.seq_arg(shape, "unflatten", "shape"))
     if not shape:
         raise ValueError("[unflatten] Shape to unflatten to cannot be empty.")
     if shape.count(-1) > 1:

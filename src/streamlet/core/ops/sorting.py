@@ -175,7 +175,7 @@ def searchsorted(sorted_sequence, values, /, side="left", *, stream=None):
     sorted ('left': before equal elements, 'right': after them)."""
     (s, v), d = b.promote_many([b.as_array(sorted_sequence, "searchsorted"), values],
                                "searchsorted")
-    if side not in ("left", "right"):
+    if b.str_arg(side, "searchsorted", "side") not in ("left", "right"):
         raise ValueError(f"[searchsorted] Invalid side '{side}': expected 'left' or 'right'.")
     if s.ndim != 1:
         raise ValueError(f"[searchsorted] The sorted sequence must be 1-D, got {s.ndim}-D.")
@@ -213,6 +213,7 @@ _MEDIAN = b.make("median", _median, **via(_median_composite))
 def median(a, /, axis=None, keepdims=False, *, stream=None):
     """The median over `axis` (all axes if None), in a floating dtype."""
     a = b.as_array(a, "median")
+    keepdims = b.bool_arg(keepdims, "median", "keepdims")
     axes = b.normalize_axes(axis, a.ndim, "median")
     if not axes and a.ndim:  # MLX flattens no axes into one: its flatten refuses
         raise ValueError("[median] No axes to take the median over.")
@@ -267,6 +268,10 @@ def unique(a, /, size, return_index=False, return_inverse=False, return_counts=F
     from .shape import flatten
     a = b.as_array(a, "unique")
     size = b.int_arg(size, "unique", "size")
+    return_index, return_inverse, return_counts = (
+        b.bool_arg(v, "unique", w) for v, w in ((return_index, "return_index"),
+                                                (return_inverse, "return_inverse"),
+                                                (return_counts, "return_counts")))
     if size < 0:
         raise ValueError(f"[unique] size must be non-negative, got {size}.")
     flat = flatten(a, stream=stream) if a.ndim != 1 else a
