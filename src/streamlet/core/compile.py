@@ -250,6 +250,21 @@ def _signature(tree, flat, key, shapeless):
                          f"{type(tree).__module__}.{type(tree).__qualname__}.")
 
 
+def _captured_signature(tree, flat, key, shapeless):
+    """`_signature` of a captured `inputs` tree: as in MLX, only its arrays are captured,
+    and other leaves (a Sequential's plain functions, a module's settings) are skipped."""
+    if isinstance(tree, array) or tree is trees._key_state:
+        _signature(tree, flat, key, shapeless)
+    elif isinstance(tree, (list, tuple)):
+        key.append((type(tree), len(tree)))
+        for t in tree:
+            _captured_signature(t, flat, key, shapeless)
+    elif isinstance(tree, dict):
+        key.append((dict, tuple(tree)))
+        for t in tree.values():
+            _captured_signature(t, flat, key, shapeless)
+
+
 def _placeholder(a):
     p = Node(a._shape, a._dtype)
     p.tracer = True
@@ -333,7 +348,7 @@ class _Compiled:
         _signature((args, kwargs), flat, key, self.shapeless)
         n_args = len(flat)
         if self.inputs is not None:
-            _signature(self.inputs, flat, key, self.shapeless)
+            _captured_signature(self.inputs, flat, key, self.shapeless)
         if TRACING.depth and TRACING.here() and any(x._node.tracer for x in flat):
             # called by a transform (or an outer compile's trace): as in MLX, the
             # function itself runs, so the transform sees its graph (not compiled)
