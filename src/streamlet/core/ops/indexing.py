@@ -292,8 +292,11 @@ def _along_index(indices, shape, axis, source=None):
     from .shape import broadcast_to, reshape
     nd = len(shape)
     source = shape if source is None else source
+    # unsigned positions beside uint64 indices (with which a signed type has no integer
+    # common type)
+    kw = {"dtype": b.dt.uint32} if indices._dtype is b.dt.uint64 else {}
     return tuple(broadcast_to(indices, shape) if i == axis else
-                 reshape(arange(n), (1,) * i + (n,) + (1,) * (nd - i - 1))
+                 reshape(arange(n, **kw), (1,) * i + (n,) + (1,) * (nd - i - 1))
                  for i, n in enumerate(source))
 
 
