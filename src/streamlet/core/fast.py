@@ -26,6 +26,7 @@ import numpy as np
 from .. import _public
 from .ops import build as b
 from .ops import rules
+from .array import leaf
 from .ops.build import dt
 
 _F32 = np.float32
@@ -451,7 +452,7 @@ def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
     if isinstance(offset, (int, np.integer)) and not isinstance(offset, (bool, np.bool_)):
         if not -2**31 <= offset < 2**31:
             raise OverflowError(f"[rope] offset {offset} is outside the int32 range.")
-        off = b.array(np.array(offset, dtype=np.int32))
+        off = leaf(np.array(offset, dtype=np.int32))  # (mx.array's conversion: 1.3 µs more)
     else:
         off = b.as_array(offset, "rope")
     if x.ndim < 3:
