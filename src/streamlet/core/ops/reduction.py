@@ -229,6 +229,9 @@ def _extreme_jvp(t, out, x, axis, keepdims, dtype):
     from .indexing import take_along_axis
     if not axis:
         return t[0]
+    if builtins.all(x._shape[i] == 1 for i in axis):
+        # one element to pick: its own tangent (nothing to index where a kept axis is empty)
+        return t[0] if keepdims else _sh.squeeze(t[0], axis)
     kept = [i for i in range(x.ndim) if i not in axis]
     order = kept + list(axis)
     flat = lambda a: _sh.flatten(_sh.transpose(a, order), len(kept), -1)  # noqa: E731
@@ -371,20 +374,33 @@ for _name, _row in REDUCTIONS.items():
     globals()[_name] = _make(_name, *_row)
 
 
-def _var_vjp(c, out, x, axis, keepdims, dtype, ddof, root):
-    """d var / dx = 2 (x - mean) / (N - ddof); std divides that by 2 std."""
+def _centered(x, axis):
+    """x - mean(x) (conjugated for complex x): var's derivative but for its count factor."""
     from .elementwise import conj
     centered = x - mean(x, axis, True)  # noqa: F821
-    if x._dtype.kind == "c":
-        centered = conj(centered)
+    return conj(centered) if x._dtype.kind == "c" else centered
+
+
+def _var_vjp(c, out, x, axis, keepdims, dtype, ddof, root):
+    """d var / dx = 2 (x - mean) / (N - ddof); std divides that by 2 std."""
     scale = _per_count(x, axis, ddof, 2, c)
     c = _spread(c if not root else c / (2 * out), x, axis, keepdims)
-    return (c * centered * scale,)
+    return (c * _centered(x, axis) * scale,)
+
+
+def _var_jvp(t, out, x, axis, keepdims, dtype, ddof, root):
+    """The transposed vjp, its count factor applied after the sum: over no elements that
+    factor is NaN (MLX's 0 * inf), not an empty sum's 0."""
+    d = sum(_centered(x, axis) * t[0], axis, keepdims)  # noqa: F821
+    n = _count(x, axis) if not SHAPELESS.on else ddof + 1
+    # MLX's N / max(N - ddof, 0): inf without a degree of freedom, NaN over no elements
+    d = d * (_per_count(x, axis, ddof, 2, d) if n > ddof else math.inf if n else math.nan)
+    return d / (2 * out) if root else d
 
 
 _VAR = b.make("var", _kernel(lambda xp, a, axis, keepdims, dtype, ddof, root:
                              _var(xp, a, axis, keepdims, ddof, root)),
-              vjp=_var_vjp, vmap=along_axes("axis"), shape=_reduced_shape)
+              vjp=_var_vjp, jvp=_var_jvp, vmap=along_axes("axis"), shape=_reduced_shape)
 
 
 def _variance(a, axis, keepdims, ddof, stream, root):
@@ -510,11 +526,10 @@ def softmax(a, /, axis=None, *, precise=False, stream=None):
 def count_nonzero(a, /, *, axis=None, keepdims=False, stream=None):
     """The number of non-zero elements over `axis` (all axes if None), as int32."""
     from .elementwise import not_equal
-    out = sum(not_equal(a, 0, stream=stream), axis, keepdims, stream=stream)  # noqa: F821
-    if out._dtype is dt.bool_:  # nothing summed (a scalar, `axis=()`): the bools as counts
-        from .creation import astype
-        out = astype(out, dt.int32, stream=stream)
-    return out
+    from .creation import astype
+    # the bools as int32 counts before summing, as MLX (a tangent comes out int32)
+    return sum(astype(not_equal(a, 0, stream=stream), dt.int32, stream=stream),  # noqa: F821
+               axis, keepdims, stream=stream)
 
 
 def minmax(a, /, axis=None, keepdims=False, *, stream=None):

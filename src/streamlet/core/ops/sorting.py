@@ -197,7 +197,10 @@ def _median_composite(a, axis, keepdims, dtype):
     from .shape import reshape, transpose
     kept = [i for i in range(a.ndim) if i not in axis]
     moved = transpose(a, kept + list(axis)) if axis else a
-    flat = reshape(moved, moved._shape[:len(kept)] + (-1,)).astype(dt.from_numpy(dtype))
+    size = 1  # not -1: a kept axis may be empty
+    for i in axis:
+        size *= a._shape[i]
+    flat = reshape(moved, moved._shape[:len(kept)] + (size,)).astype(dt.from_numpy(dtype))
     s = sort(flat, -1)
     n = s._shape[-1]
     mid = s[..., (n - 1) // 2:n // 2 + 1]
