@@ -59,3 +59,16 @@ def test_count_nonzero_counts_in_int32_under_jvp(mlx, axis, keepdims, dtype):
         return [out, *M.jvp(lambda a: M.count_nonzero(a, axis=axis, keepdims=keepdims), [a], [
             M.array(x * 0.5 + 1).astype(M.float32)])[1]]
     assert_same_bits(mlx, program)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda M, x: M.trace(x),
+    lambda M, x: M.diag(x).sum(),
+    lambda M, x: M.diagonal(x, 1).sum(),
+    lambda M, x: M.diag(M.diag(x)).sum(),
+])
+def test_grad_of_an_integer_input_through_a_composite_rule(mlx, fn):
+    """An op whose rules trace a composite (diag, diagonal, trace) passes an integer
+    input's cotangent on, as MLX (it was dropped: a zero gradient)."""
+    x = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    assert_same_bits(mlx, lambda M: M.grad(lambda a: fn(M, a))(M.array(x)))

@@ -361,7 +361,8 @@ def via(fn):
     built from ops that have rules (the kernel stays the fast path, the rules trace `fn`)."""
     def vjp(c, out, /, *xs, **params):
         # None for an input `fn` does not reach (a derivative node's output input, mostly):
-        # a zero cotangent sent on through it would meet an inf partial (0 * inf is NaN)
+        # a zero cotangent sent on through it would meet an inf partial (0 * inf is NaN);
+        # None for a bool input too, where an integer one passes its own on, as in MLX
         from .. import transforms as tr
         with TRACING:
             tracers = [tr._tracer(x) for x in xs]
@@ -369,7 +370,7 @@ def via(fn):
             res = fn(*tracers, **params)
             grads = tr.vjp_nodes([res._node], starts, tr._pair_cotangents([res], [c], "vjp"),
                                  range(len(xs)))
-        return tuple(g if x._dtype.kind in "fcV" else None for g, x in zip(grads, xs))
+        return tuple(g if x._dtype.kind in "fcViu" else None for g, x in zip(grads, xs))
 
     def jvp(t, out, /, *xs, **params):
         # only the inputs with a tangent are primals: a zero tangent of another would
