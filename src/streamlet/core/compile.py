@@ -226,8 +226,10 @@ def _new_shape(step, ins):
     return step.prim.shape(step.params or {}, *[i.shape for i in ins])
 
 
-def _signature(tree, flat, key, shapeless):
-    """Append `tree`'s arrays to `flat` and its structure and constants to `key`."""
+def _signature(tree, flat, key, shapeless, captured=False):
+    """Append `tree`'s arrays to `flat` and its structure and constants to `key`; of a
+    `captured` tree (compile's `inputs`) only the arrays, as in MLX: its other leaves (a
+    Sequential's plain functions, a module's settings) are skipped."""
     if isinstance(tree, array):
         flat.append(tree)
         key.append((len(tree._shape) if shapeless else tree._shape, tree._dtype))
@@ -237,32 +239,19 @@ def _signature(tree, flat, key, shapeless):
     elif isinstance(tree, (list, tuple)):
         key.append((type(tree), len(tree)))
         for t in tree:
-            _signature(t, flat, key, shapeless)
+            _signature(t, flat, key, shapeless, captured)
     elif isinstance(tree, dict):
         key.append((dict, tuple(tree)))
         for t in tree.values():
-            _signature(t, flat, key, shapeless)
+            _signature(t, flat, key, shapeless, captured)
+    elif captured:
+        return
     elif tree is None or isinstance(tree, (bool, int, float, str)):
         key.append((type(tree), tree))
     else:
         raise ValueError("[compile] Function arguments must be trees of arrays or constants "
                          "(floats, ints, strings, or None), but received type "
                          f"{type(tree).__module__}.{type(tree).__qualname__}.")
-
-
-def _captured_signature(tree, flat, key, shapeless):
-    """`_signature` of a captured `inputs` tree: as in MLX, only its arrays are captured,
-    and other leaves (a Sequential's plain functions, a module's settings) are skipped."""
-    if isinstance(tree, array) or tree is trees._key_state:
-        _signature(tree, flat, key, shapeless)
-    elif isinstance(tree, (list, tuple)):
-        key.append((type(tree), len(tree)))
-        for t in tree:
-            _captured_signature(t, flat, key, shapeless)
-    elif isinstance(tree, dict):
-        key.append((dict, tuple(tree)))
-        for t in tree.values():
-            _captured_signature(t, flat, key, shapeless)
 
 
 def _placeholder(a):
@@ -348,7 +337,7 @@ class _Compiled:
         _signature((args, kwargs), flat, key, self.shapeless)
         n_args = len(flat)
         if self.inputs is not None:
-            _captured_signature(self.inputs, flat, key, self.shapeless)
+            _signature(self.inputs, flat, key, self.shapeless, captured=True)
         if TRACING.depth and TRACING.here() and any(x._node.tracer for x in flat):
             # called by a transform (or an outer compile's trace): as in MLX, the
             # function itself runs, so the transform sees its graph (not compiled)
