@@ -254,3 +254,10 @@ def test_flatten_axis_beyond_32_bits_is_a_type_error(mlx):
         mx.flatten(mx.ones((2, 3)), 0, 2**40)
     assert_same(mlx, lambda M: M.flatten(M.ones((2, 3)), 0, 2**40))
     assert_same(mlx, lambda M: M.flatten(M.ones((2, 3, 4)), np.int64(1), M.array(2)))
+
+
+@pytest.mark.parametrize("axes", [1.5, "1", None, ([1],), ([1], [0], [2])])
+def test_tensordot_axes_of_the_wrong_kind(mlx, axes):
+    """tensordot's axes: neither an int nor a sequence is a TypeError, a sequence other
+    than two lists MLX's ValueError, both naming the op (Python's unpacking errors were)."""
+    assert_same(mlx, lambda M: M.tensordot(M.ones((2, 3)), M.ones((3, 2)), axes=axes))

@@ -88,6 +88,11 @@ def _tensordot_axes(x, y, axes):
             raise ValueError(f"[tensordot] Cannot contract {n} axes of arrays with {x.ndim} "
                              f"and {y.ndim} dimensions.")
         return tuple(range(x.ndim - n, x.ndim)), tuple(range(n))
+    if isinstance(axes, (str, bytes)) or not b.is_sequence(axes):
+        raise TypeError(f"[tensordot] axes must be an int or a list of two lists, got "
+                        f"{type(axes).__name__}.")
+    if len(axes) != 2:
+        raise ValueError("[tensordot] axes must be a list of two lists.")
     ax, ay = axes
     ax = (ax,) if isinstance(ax, (int, np.integer)) else tuple(ax)
     ay = (ay,) if isinstance(ay, (int, np.integer)) else tuple(ay)
