@@ -103,3 +103,17 @@ def assert_close_outcome(mlx, fn, rtol=1e-5):
         assert o[:2] == t[:2]
         a, b = np.array(o[2], np.float64), np.array(t[2], np.float64)
         np.testing.assert_allclose(a, b, rtol=0, atol=rtol * max(np.abs(b).max(initial=0), 1))
+
+
+def described(mod, fn, describe):
+    """`fn(mod)` as `describe` sees it (each item of a list, each value of a dict), or the
+    name of the exception it raised: for tests that compare their own descriptions."""
+    try:
+        r = fn(mod)
+    except Exception as e:  # noqa: BLE001 (the error's type is the outcome)
+        return type(e).__name__
+    if isinstance(r, list):
+        return [describe(x) for x in r]
+    if isinstance(r, dict):
+        return {k: describe(v) for k, v in r.items()}
+    return describe(r)

@@ -11,16 +11,11 @@ import numpy as np
 import pytest
 
 import streamlet.core as mx
+from parity import described
 
 
 def _outcome(M, fn):
-    try:
-        r = fn(M)
-    except Exception as e:  # noqa: BLE001 (the error's type is the outcome)
-        return type(e).__name__
-    if isinstance(r, dict):
-        return {k: _described(v) for k, v in r.items()}
-    return _described(r)
+    return described(M, fn, _described)
 
 
 def _described(r):

@@ -6,16 +6,11 @@ import numpy as np
 import pytest
 
 import streamlet.core as mx
+from parity import described
 
 
 def _outcome(M, fn):
-    try:
-        r = fn(M)
-    except Exception as e:  # noqa: BLE001 (the error's type is the outcome)
-        return type(e).__name__
-    if isinstance(r, list):
-        return [_described(x) for x in r]
-    return _described(r)
+    return described(M, fn, _described)
 
 
 def _described(r):  # rounded: the transcendental ops may differ from MLX's in the last bit
