@@ -169,13 +169,21 @@ def scalar_value(value, d: Dtype):
     return value
 
 
+def check_int64(value: int, op: str = "") -> int:
+    """A Python int as an operand: one beyond int64 raises MLX's RuntimeError."""
+    if not _INT_RANGE[int64][0] <= value <= _INT_RANGE[int64][1]:
+        raise RuntimeError(f"{f'[{op}] ' if op else ''}Cannot convert the integer {value} "
+                           "to int64.")
+    return value
+
+
 def weak_scalar_dtype(array_dtype: Dtype, value) -> Dtype:
     """The result dtype of an array combined with a Python scalar (a 'weak' type)."""
     if isinstance(value, (bool, np.bool_)):
         return array_dtype
     if isinstance(value, (int, np.integer)):
-        if isinstance(value, int) and not _INT_RANGE[int64][0] <= value <= _INT_RANGE[int64][1]:
-            raise RuntimeError(f"Cannot convert the integer {value} to int64.")  # as MLX
+        if isinstance(value, int):
+            check_int64(value)
         d = int32 if array_dtype.kind == "b" else array_dtype
         if d.kind in "iu" and not _INT_RANGE[d][0] <= value <= _INT_RANGE[d][1]:
             raise ValueError(f"Converting {value} to {d.name} would result in overflow.")

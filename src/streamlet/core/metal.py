@@ -3,6 +3,7 @@ Metal-only calls (capture, device_info) do nothing, as in MLX where Metal is abs
 from __future__ import annotations
 
 from .. import _public
+from .ops.build import str_arg
 from .memory import (clear_cache, get_active_memory, get_cache_memory,  # noqa: F401
                      get_peak_memory, reset_peak_memory, set_cache_limit, set_memory_limit,
                      set_wired_limit)
@@ -25,8 +26,7 @@ def start_capture(path: str) -> None:
     Args:
         path (str): where the capture would be saved (a `.gputrace` file).
     """
-    if not isinstance(path, str):
-        raise TypeError(f"[start_capture] Expected a str path, got {type(path).__name__}.")
+    str_arg(path, "start_capture", "path")
 
 
 def stop_capture() -> None:

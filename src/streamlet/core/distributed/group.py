@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 
-from ..ops.build import int_arg
+from ..ops.build import bool_arg, int_arg, str_arg
 from . import mpi, nccl, order
 
 BACKENDS = ("any", "mpi", "nccl", "ring", "jaccl")  # the names MLX accepts
@@ -77,9 +77,7 @@ def is_available(backend: str = "any") -> bool:
     >>> isinstance(mx.distributed.is_available(), bool)
     True
     """
-    if not isinstance(backend, str):
-        raise TypeError(f"[is_available] Expected a str backend, got {type(backend).__name__}.")
-    if backend == "any":
+    if str_arg(backend, "is_available", "backend") == "any":
         return any(e.is_available() for e in _ENGINES.values())
     engine = _ENGINES.get(backend)
     return engine is not None and engine.is_available()
@@ -97,10 +95,7 @@ def init(strict: bool = False, backend: str = "any", *, all_gather_factory=None)
     >>> world.size()
     1
     """
-    if not isinstance(strict, bool):  # MLX's bool: True or False, nothing converted
-        raise TypeError(f"[init] Expected a bool strict, got {type(strict).__name__}.")
-    if not isinstance(backend, str):
-        raise TypeError(f"[init] Expected a str backend, got {type(backend).__name__}.")
+    strict, backend = bool_arg(strict, "init", "strict"), str_arg(backend, "init", "backend")
     if all_gather_factory is not None:
         if not callable(all_gather_factory):
             raise TypeError("[init] all_gather_factory must be callable, got "

@@ -275,7 +275,7 @@ def float_arg(value, op: str, what: str):
 def str_arg(value, op: str, what: str) -> str:
     """A `str` argument as MLX's binding takes it: a str only (None, bytes or an int raises
     TypeError; an unknown name is the op's own ValueError)."""
-    if type(value) is str:
+    if isinstance(value, str):
         return value
     raise TypeError(f"[{called(op)}] {what} must be a str, got {type(value).__name__}.")
 

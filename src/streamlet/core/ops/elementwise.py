@@ -424,8 +424,8 @@ def _standalone(op):
     int beyond int64 is refused as the other binary ops' operand is (RuntimeError)."""
     def fn(a, b_, /, *, stream=None):
         for v in (a, b_):
-            if type(v) is int and not -2**63 <= v < 2**63:
-                raise RuntimeError(f"[{op.__name__}] Cannot convert the integer {v} to int64.")
+            if type(v) is int:
+                dt.check_int64(v, op.__name__)
         return op(b.as_array(a, op.__name__), b.as_array(b_, op.__name__), stream=stream)
     b.rename(fn, op.__name__)
     fn.__doc__, fn.same = op.__doc__, op.same
