@@ -217,6 +217,49 @@ def test_matmul_uses_tf32_within_its_precision():
     np.testing.assert_allclose(got64, want, rtol=1e-12)
 
 
+@pytest.mark.parametrize("shape,axis,keepdims", [
+    ((1024, 4096), 0, False), ((64, 3, 50), (0, 1), True), ((7, 5), 0, False),
+    ((300, 1), 0, True), ((5, 6, 7), (-3,), False)])
+def test_sums_over_leading_axes_are_full_float32(shape, axis, keepdims, monkeypatch):
+    """Such sums are products with a row of ones (`cuda_reduce`): in float32, never TF32,
+    whatever MLX_ENABLE_TF32 says of matmul; offset views and bfloat16 too."""
+    from streamlet.backend import cuda_gemm
+    monkeypatch.setattr(cuda_gemm, "TF32", True)
+    x = sample(shape, np.float32) * 100 + np.float32(1 / 3)
+    want = x.astype(np.float64).sum(axis, keepdims=keepdims)
+    got = np.array(mx.sum(mx.array(x), axis, keepdims, stream=G))
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(x).sum(axis).max())
+    tail = np.array(mx.sum(mx.array(x)[1:], axis, keepdims, stream=G))  # not 256-byte aligned
+    np.testing.assert_allclose(tail, x[1:].astype(np.float64).sum(axis, keepdims=keepdims),
+                               rtol=1e-5, atol=1e-5 * np.abs(x).sum(axis).max())
+    got, want = gpu_and_cpu(lambda a: mx.sum(a.astype(mx.bfloat16), axis, keepdims), x)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32),
+                               rtol=2.0 ** -7, atol=2.0 ** -7 * np.abs(x).sum(axis).max())
+
+
+def test_a_fused_kernel_run_on_demand_keeps_its_input_from_another_stream():
+    """A Lazy of s2 reading a value of s1, launched on demand (a matmul reads it) behind
+    long GEMMs: the value, released on the host meanwhile, is not reused by s1 early."""
+    s1, s2 = mx.new_stream(G), mx.new_stream(G)
+    big = mx.ones((2048, 2048), stream=s2)
+    ones = mx.ones((1024, 1), stream=s2)
+    mx.eval(big, ones)
+    for _ in range(5):
+        a = mx.full((1024, 1024), 3.0, stream=s1)
+        mx.eval(a)
+        slow = mx.matmul(mx.matmul(big, big, stream=s2), big, stream=s2)
+        e = mx.multiply(a, 2.0, stream=s2) + mx.sum(slow, stream=s2) * 0
+        b = mx.matmul(e, ones, stream=s2)
+        mx.async_eval(b)
+        del a, e
+        c = mx.full((1024, 1024), 7.0, stream=s1)  # may reuse a's block on s1
+        mx.eval(c)
+        assert (np.array(b) == 6.0 * 1024).all()
+        assert c[0, 0].item() == 7.0
+
+
 def test_gemms_with_workspaces_on_several_streams_at_once():
     """Plans may take a workspace (Hopper's GEMM kernels need one, cublaslt); each call
     gets its own from its stream's pool, so products running at once on four streams,

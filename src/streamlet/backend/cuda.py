@@ -379,17 +379,20 @@ def materialize(lz):
     h = lz.handle
     with h.lock, h.device, h.stream:
         if lz.value is None:
-            _compute(fuse.collect(lz), h, retain=True)
+            _compute(fuse.collect(lz), h)
 
 
-def _compute(plan, h, retain=False):
-    """Launch one kernel computing the plan's outputs (one shape); caller made h current."""
+def _compute(plan, h):
+    """Launch one kernel computing the plan's outputs (one shape); caller made h current.
+
+    Its leaves need no holding: one made on another stream is in `h.hold` since the Lazy
+    that reads it was deferred, and the others were allocated on this stream."""
     roots = plan.roots
     shape = roots[0].shape
     if len(plan.leaves) + len(plan.consts) + len(roots) >= fuse.MAX_PARAMS:
         for n in plan.nodes:  # too many operands for one launch: one kernel per node
             if n.value is None:
-                _compute(fuse.collect(n), h, retain)
+                _compute(fuse.collect(n), h)
         return
     n = 1
     for d in shape:
@@ -401,8 +404,6 @@ def _compute(plan, h, retain=False):
         raise out_of_memory(roots[0].spec[1], h, exc) from None
     if n:
         _launch(plan, leaves, outs, roots, n, h)
-        if retain:  # a Lazy computed on demand: its leaves may come from other streams
-            _retain(h, leaves)
     for r, o in zip(roots, outs):
         r.value = BF16(o) if r.dtype is BF16_NP else o
         r.args = None

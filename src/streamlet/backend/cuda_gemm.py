@@ -67,9 +67,10 @@ def _cublas():
     return _Cublas()
 
 
-def gemm(x, y, out_bits):
+def gemm(x, y, out_bits, tf32=None):
     """`x @ y` for float32 operands, or bfloat16 ones given as their uint16 bits when
-    `out_bits`; None where the layout needs `cupy.matmul` (a vector operand)."""
+    `out_bits`; None where the layout needs `cupy.matmul` (a vector operand).  float32
+    uses TF32 where `tf32` says (None: where MLX_ENABLE_TF32 allows)."""
     if x.ndim < 2 or y.ndim < 2:
         return None
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
@@ -83,7 +84,8 @@ def gemm(x, y, out_bits):
         out.fill(0)
         return out
     kind = _R_16BF if out_bits else _R_32F
-    compute = _COMPUTE_32F_FAST_TF32 if TF32 and not out_bits else _COMPUTE_32F
+    compute = _COMPUTE_32F_FAST_TF32 if (TF32 if tf32 is None else tf32) and not out_bits \
+        else _COMPUTE_32F
     lib = _cublas()
     stream = cp.cuda.get_current_stream().ptr
     count = 1

@@ -347,9 +347,15 @@ def _reduced_shape(params, shape):
     return _out_shape(shape, axes, params["keepdims"]), params
 
 
+# The rows with a GPU kernel of their own, which falls back to the row's `KERNELS` one
+_GPU = {"sum": b.GpuKernel("streamlet.backend.cuda_reduce:total")}
+KERNELS: dict = {}  # name -> the kernel of the row, on NumPy or CuPy arrays
+
+
 def _make(name, fn, rule, empty_ok, vjp, jvp):
-    prim = b.make(name, _kernel(fn), vjp=vjp, jvp=jvp, vmap=along_axes("axis"),
-                  shape=_reduced_shape)
+    KERNELS[name] = _kernel(fn)
+    prim = b.make(name, KERNELS[name], gpu=_GPU.get(name), vjp=vjp, jvp=jvp,
+                  vmap=along_axes("axis"), shape=_reduced_shape)
 
     def along(a, axes, keepdims=False, state=None):
         # NOTE: MLX keeps the input's dtype when no axis is reduced (sum of a 0-d bool is bool)

