@@ -57,7 +57,10 @@ class Module(dict):
     def __getattr__(self, key: str):
         value = self.get(key, None)
         if value is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {key!r}")
+            # Python calls this also when a property's getter raised AttributeError: look the
+            # name up once more so that the error raised is the getter's own (naming what is
+            # really missing), as in MLX
+            return object.__getattribute__(self, key)
         return value
 
     def __setattr__(self, key: str, value: Any):
@@ -81,10 +84,13 @@ class Module(dict):
         return ""
 
     def __repr__(self):
+        # the module's own line first: when both it and a child fail to print, the module's
+        # error is the one raised, as in MLX
+        head = f"{type(self).__name__}({self._extra_repr()}"
         children = tree_flatten(self.children(), is_leaf=self.is_module)
         lines = [textwrap.indent(f"({k}): {v!r}", "  ") for k, v in children]
         body = "".join("\n" + line for line in lines) + ("\n" if lines else "")
-        return f"{type(self).__name__}({self._extra_repr()}{body})"
+        return f"{head}{body})"
 
     # ---- filters: what counts as a child, a parameter, a trainable parameter ----------------
 
