@@ -100,7 +100,8 @@ class custom_function:
                                  "arguments")
             tans = trees.unflatten(a, list(ts[:count]))
             got = self._jvp(a[0] if len(a) == 1 else a, tans[0] if len(a) == 1 else tans)
-            return trees.leaves(got)
+            got = trees.leaves(got)  # outputs it gives no tangent (None, too few) get zero,
+            return got + [None] * (len(outs) - len(got))  # as in MLX
 
         def vmap_rule(axes, outputs, *ins, count, outs):
             from .vmap import vmap
@@ -118,6 +119,9 @@ class custom_function:
                 raise ValueError("[custom vmap] Vmap function should return a tuple with 2 "
                                  "items.")
             res, res_axes = trees.leaves(got[0]), _flat_axes(got[0], got[1])
+            if len(res) != len(outs):
+                raise ValueError(f"[custom vmap] The vmap function returned {len(res)} "
+                                 f"outputs, the function has {len(outs)}.")
             return res, res_axes
 
         return make("custom_function", _forward, multi=True, vjp=vjp_rule, jvp=jvp_rule,
@@ -134,12 +138,23 @@ def _output_leaves(result):
         raise ValueError("[tree_flatten] The argument should contain only arrays") from None
 
 
+_NOT_PREFIX = "[tree_map] Additional input tree is not a valid prefix of the first tree."
+
+
 def _flat_axes(tree, axes):
+    """One output axis per array of `tree` from the rule's `axes`, a prefix tree of it (a
+    tree that does not fit is MLX's ValueError)."""
     if isinstance(tree, array):
         return [axes]
     if isinstance(axes, (list, tuple)):
+        if not isinstance(tree, (list, tuple)) or len(tree) != len(axes) or \
+                type(tree) is not type(axes) and not (isinstance(tree, tuple) and
+                                                      isinstance(axes, tuple)):
+            raise ValueError(_NOT_PREFIX)
         return [a for t, ax in zip(tree, axes) for a in _flat_axes(t, ax)]
     if isinstance(axes, dict):
+        if not isinstance(tree, dict) or any(k not in axes for k in tree):
+            raise ValueError(_NOT_PREFIX)
         return [a for k, t in tree.items() for a in _flat_axes(t, axes[k])]
     return [axes] * len(trees.leaves(tree))
 

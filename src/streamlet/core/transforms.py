@@ -12,6 +12,7 @@ over the same streams.  Nothing here is shared between threads but `TRACING`'s c
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping, Set
 
 from . import trees
 from .array import array, const, node, node_of, wrap
@@ -97,12 +98,14 @@ def fit(c, target: Node, cast=True):
 
 
 def fit_tangent(t, out: Node):
-    """A tangent `t` for node `out`: broadcast to its shape, in its dtype when inexact
-    (the tangents of bool and integer results stay as the inputs' tangents are)."""
+    """A tangent `t` for node `out`: broadcast to its shape, in the dtype its rule's
+    arithmetic gives (as MLX: a float64 tangent of a float32 input stays float64, a float16
+    one through a sum stays float16; with tangents of the inputs' dtypes, `out`'s), but
+    real for a real result of complex inputs (abs, real, var)."""
     if t._shape != out.shape:
         t = broadcast_like(t, wrap(out)) if SHAPELESS.on else \
             _ops.broadcast_to(t, out.shape)
-    if t._dtype is not out.dtype and out.dtype.kind in "fcV":
+    if t._dtype.kind == "c" and out.dtype.kind == "f":
         t = _ops.astype(t, out.dtype)
     return t
 
@@ -246,19 +249,32 @@ def _jvp_by_transposing(n, ts, ins, params):
 # -- the Python API ---------------------------------------------------------------------------
 
 def _as_list(out, op):
+    """The function's outputs: an array, or a sequence of arrays (anything else is MLX's
+    failed cast, std::bad_cast: a TypeError here)."""
     if isinstance(out, array):
         return [out]
     if isinstance(out, (list, tuple)) and all(isinstance(o, array) for o in out):
         return list(out)
-    raise ValueError(f"[{op}] The function must return an array or a list of arrays, got "
-                     f"{type(out).__name__}.")
+    raise TypeError(f"[{op}] The function must return an array or a list of arrays, got "
+                    f"{type(out).__name__}.")
 
 
 def _arrays(values, op, what):
-    out = list(values) if isinstance(values, (list, tuple)) else [values]
+    """`values` read as MLX's `list[array]` argument: a list or tuple of arrays, or an array
+    of at least one dimension taken as the sequence of its rows; anything else (one array
+    of no dimension, a Python scalar, a NumPy array, a dict, a generator) is a TypeError."""
+    if isinstance(values, array):
+        if values.ndim == 0:
+            raise TypeError(f"[{op}] {what} must be a list of arrays, got an array of no "
+                            "dimension.")
+        values = [values[i] for i in range(values.shape[0])]
+    elif not isinstance(values, (list, tuple)):
+        raise TypeError(f"[{op}] {what} must be a list of arrays, got "
+                        f"{type(values).__name__}.")
+    out = list(values)
     for v in out:
         if not isinstance(v, array):
-            raise ValueError(f"[{op}] {what} must be arrays, got {type(v).__name__}.")
+            raise TypeError(f"[{op}] {what} must be arrays, got {type(v).__name__}.")
     return out
 
 
@@ -333,12 +349,18 @@ def jvp(fun, primals, tangents):
     return outputs, [j if j is not None else _zeros_like(o) for j, o in zip(jvps, outputs)]
 
 
-def _argnums(argnums, argnames):
+def _argnums(argnums, argnames, tag):
     names = {argnames} if isinstance(argnames, str) else set(argnames)
     if argnums is None:
         nums = [] if names else [0]
     else:
-        nums = [argnums] if isinstance(argnums, int) else list(argnums)
+        try:  # an int, or anything an int converts from (a NumPy integer), as MLX's binding
+            nums = [operator.index(argnums)]
+        except TypeError:
+            if isinstance(argnums, (str, bytes, bytearray, Mapping, Set)):  # no sequence
+                raise TypeError(f"[{tag}] argnums must be an int or a sequence of ints, "
+                                f"got {type(argnums).__name__}.") from None
+            nums = [operator.index(n) for n in argnums]
     return sorted(nums), names
 
 
@@ -349,7 +371,7 @@ def value_and_grad(fun, argnums=None, argnames=()):
     >>> mx.value_and_grad(lambda x: (x * x).sum())(mx.array([3.0]))
     (array(9, dtype=float32), array([6], dtype=float32))
     """
-    nums, names = _argnums(argnums, argnames)
+    nums, names = _argnums(argnums, argnames, "value_and_grad")
     return _value_and_grad(fun, nums, names, "value_and_grad", scalar_only=False)
 
 
@@ -359,7 +381,7 @@ def grad(fun, argnums=None, argnames=()):
     >>> mx.grad(lambda x: (x * x).sum())(mx.array([3.0])).tolist()
     [6.0]
     """
-    nums, names = _argnums(argnums, argnames)
+    nums, names = _argnums(argnums, argnames, "grad")
     vg = _value_and_grad(fun, nums, names, "grad", scalar_only=True)
 
     def grad_fn(*args, **kwargs):
