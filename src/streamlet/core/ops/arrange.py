@@ -118,12 +118,43 @@ def _pad_vjp(c, out, x, value, widths, mode):
                                           for n, (lo, _) in zip(x._shape, widths))].sum())
     from .creation import zeros
     from .indexing import _scatter_add
+    if 0 in x._shape:  # an edge pad of an empty array reads no element (its cells are 0)
+        return (zeros_for(x, c._dtype), None)
+    if mode == "edge":
+        return (_edge_pad_vjp(c, x._shape, widths), None)
     g = c
     for ax, (n, w) in enumerate(zip(x._shape, widths)):
         reads = np.pad(np.arange(n), w, mode=mode)
         shape = g._shape[:ax] + (n,) + g._shape[ax + 1:]
         g = _scatter_add(g, zeros(shape, c._dtype), (slice(None),) * ax + (b.array(reads),))
     return (g, None)
+
+
+def _edge_pad_vjp(c, shape, widths):
+    """An edge pad's cotangent as MLX's edge pad (slice updates of each axis' edge rows,
+    the last axis first in reverse) sums it: per axis, from the last, the high pad cells
+    summed onto the last row, then the low ones onto the first."""
+    from . import reduction
+    from .shape import concatenate
+    sum_ = reduction.sum  # noqa: F821 (made from its table)
+    for ax in reversed(range(len(shape))):
+        n, (lo, hi) = shape[ax], widths[ax]
+        if not lo and not hi:
+            continue
+        at = lambda s: c[(slice(None),) * ax + (s,)]  # noqa: E731
+        mid = at(slice(lo, lo + n))
+        first, last = at(slice(lo, lo + 1)), at(slice(lo + n - 1, lo + n))
+        if hi:
+            last = last + sum_(at(slice(lo + n, None)), axis=ax, keepdims=True)
+        if n == 1:
+            first = last
+        if lo:
+            first = first + sum_(at(slice(0, lo)), axis=ax, keepdims=True)
+        if n == 1:
+            c = first
+        else:
+            c = concatenate([first, mid[(slice(None),) * ax + (slice(1, n - 1),)], last], ax)
+    return c
 
 
 def _pad_jvp(t, out, x, value, widths, mode):

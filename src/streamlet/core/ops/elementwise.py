@@ -186,7 +186,7 @@ UNARY = {
     "reciprocal": (_reciprocal, dt.to_inexact, "", lambda m, x, y: -m.square(y)),
     "conj": (_identity_for_ints(lambda xp, a: xp.conj(a)), _same, "", rules.CONJ),
     "real": (lambda xp, a: xp.real(a), _abs_rule, "", 1),
-    "imag": (_imag, _abs_rule, "", lambda m, x, y: -1j if m.kind(x) == "c" else 0),
+    "imag": (_imag, _abs_rule, "", complex(0, -1)),  # of complex arrays only (`imag` below)
     "isposinf": (_signed_inf(1), _bool, "", rules.ZERO),
     "isneginf": (_signed_inf(-1), _bool, "", rules.ZERO),
     "trunc": (_identity_for_ints(lambda xp, a: xp.trunc(a)), _same, "c", rules.ZERO),
@@ -414,6 +414,26 @@ for _name, _row in UNARY.items():
 for _name, _row in BINARY.items():
     globals()[_name] = factory.binary(_name, *_row, ufunc=_UFUNCS.get(_name),
                                       cform=cforms.BINARY.get(_name))
+_imag_of_complex = imag  # noqa: F821 (made from the table above)
+
+
+def imag(a, /, *, stream=None):
+    """The imaginary part; of a real array zeros of its dtype, not computed from it (as
+    MLX's `zeros_like`: nothing flows back through it, no tangent's sign)."""
+    a = b.as_array(a, "imag")
+    if a._dtype.kind == "c":
+        return _imag_of_complex(a, stream=stream)
+    return _constant_like(a, 0, a._dtype, stream)
+
+
+def _constant_like(a, value, dtype, stream):
+    """`value` in `a`'s shape, not computed from `a` (a shapeless trace reads the shape)."""
+    from .creation import full, full_like
+    if rules.SHAPELESS.on:
+        return full_like(a, value, dtype, stream=stream)
+    return full(a._shape, value, dtype, stream=stream)
+
+
 for _name, _target in ALIASES.items():
     globals()[_name] = globals()[_target]
 
@@ -478,12 +498,15 @@ def _where_vjp(c, out, cond, x, y, dtype):
 def _where_jvp(t, out, cond, x, y, dtype):
     """MLX's: each tangent times its mask, so a NaN or inf tangent of the branch not taken
     makes NaN (as the vjp's zero cotangent times that derivative does); a tangent of the
-    condition adds zeros (its -0s turn +0)."""
+    condition adds zeros (its -0s turn +0) of the result's dtype, not its own."""
     if t[1] is None and t[2] is None:
-        return rules.zero_tangent(t, out)
+        return rules.zeros_for(out, out._dtype)
     if cond._dtype is not dt.bool_:
         cond = cond.astype(dt.bool_)
-    terms = [rules.zero_tangent(t[:1], out) if t[0] is not None else None,
+    # a branch promoted to the result's dtype inside the op: its tangent cast as MLX's astype
+    t = [u if u is None or i == 0 or u._dtype is out._dtype else u.astype(out._dtype)
+         for i, u in enumerate(t)]
+    terms = [rules.zeros_for(out, out._dtype) if t[0] is not None else None,
              multiply(cond, t[1]) if t[1] is not None else None,  # noqa: F821
              multiply(logical_not(cond), t[2]) if t[2] is not None else None]  # noqa: F821
     terms = [u for u in terms if u is not None]

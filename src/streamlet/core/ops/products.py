@@ -316,6 +316,8 @@ def _einsum_vjp(c, out, *operands, subscripts, dtype):
     operands into operand i's indices (a ones vector stands for an index only it has; an
     index repeated in operand i is renamed, an identity matrix joining the two names)."""
     from .creation import eye, ones
+    from .elementwise import conj
+    from .shape import broadcast_to
     terms, res = _einsum_terms(subscripts, operands)
     used = set(res).union(*terms)
     fresh = [ch for ch in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -335,7 +337,25 @@ def _einsum_vjp(c, out, *operands, subscripts, dtype):
                 ch = new
             target += ch
         spec = ",".join([res] + [tj for tj, _ in others + extra + deltas]) + "->" + target
-        return lambda: einsum(spec, c, *[x for _, x in others + extra + deltas])
+        # the other operands conjugated, as the products MLX builds an einsum from take them
+        xs = [conj(x) if x._dtype.kind == "c" else x for _, x in others + extra + deltas]
+        shape = operands[i]._shape
+
+        def fit(g):
+            """An index of length one broadcast against a longer one (MLX broadcasts them):
+            summed where operand i has it of length one, spread where the others do."""
+            if g._shape == shape:
+                return g
+            ones_ = tuple(ax for ax, (m, n) in enumerate(zip(g._shape, shape)) if n == 1 != m)
+            if ones_:
+                g = g.sum(axis=ones_, keepdims=True)
+            return broadcast_to(g, shape) if g._shape != shape else g
+        if c._dtype.kind in "iu":  # MLX's products and sums take integers; the einsum
+            # kernel refuses to contract them: float32 holds their sums exactly (< 2**24)
+            return lambda: fit(einsum(spec, c.astype(dt.float32), *[
+                x.astype(dt.float32) if x._dtype.kind in "biu" else x for x in xs]
+            ).astype(c._dtype))
+        return lambda: fit(einsum(spec, c, *xs))
     return tuple(grad(i) for i in range(len(operands)))
 
 

@@ -233,9 +233,16 @@ class Derivative:
             d = self.d
         else:
             o = xs[-1]._dtype
-            if o.kind in "fcV" and any(x._dtype.kind in "biu" for x in xs):
-                # an integer or bool input is read as the inexact result type (MLX casts it)
-                xs = tuple(x.astype(o) if x._dtype.kind in "biu" else x for x in xs)
+            if o.kind in "fcV" and any(x._dtype.kind in "biu" or (
+                    x._dtype.kind in "fV" and x._dtype is not o) for x in xs):
+                # an integer, bool or narrower float input is read as the inexact result
+                # type (MLX casts it before the primitive: 1 / y of a bfloat16 y in float32)
+                xs = tuple(x.astype(o) if x._dtype.kind in "biu" or (
+                    x._dtype.kind in "fV" and x._dtype is not o) else x for x in xs)
+            elif o.kind in "iu" and any(x._dtype is not o for x in xs):
+                # an integer op computes in its result's dtype (a bool or narrower operand
+                # cast first, as MLX promotes before the primitive)
+                xs = tuple(x if x._dtype is o else x.astype(o) for x in xs)
             d = self.d(_ew.GRAPH, *xs)
         return times(c, conj_if_complex(d) if conj else d)
 
@@ -280,9 +287,11 @@ def from_derivative(deriv, name):
 
     jvp is `t * d`, vjp `cotangent * conj(d)` (MLX's convention for complex inputs).
     """
-    if deriv is ZERO:
+    if deriv is ZERO:  # of an integer or bool input: zeros of the result's dtype, as
+        # MLX's isnan/isposinf/isneginf of one are a constant
         return {"vjp": lambda c, out, x, **p: (None,),
-                "jvp": lambda t, out, x, **p: zero_tangent(t, out)}
+                "jvp": lambda t, out, x, **p: zeros_for(out, out._dtype)
+                if x._dtype.kind in "biu" else zero_tangent(t, out)}
     if deriv is NO_TANGENT or deriv is NOT:
         return {"vjp": lambda c, out, x, **p: (None,), "jvp": lambda t, out, x, **p:
                 zero_tangent(t, out) if deriv is NOT and x._dtype.kind == "b" else
