@@ -117,3 +117,15 @@ def described(mod, fn, describe):
     if isinstance(r, dict):
         return {k: describe(v) for k, v in r.items()}
     return describe(r)
+
+
+def error_type(fn):
+    """The type of the exception `fn()` raises (MLX's leaked C++ cast failure,
+    std::bad_cast, read as the TypeError it means), or None."""
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 (the error's type is the outcome)
+        if isinstance(exc, RuntimeError) and "bad_cast" in str(exc):
+            return TypeError
+        return type(exc)
+    return None

@@ -10,22 +10,13 @@ import io
 import pytest
 
 import streamlet.core as mx
-
-
-def _error(fn):
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001 (the error's type is the outcome)
-        if isinstance(e, RuntimeError) and "bad_cast" in str(e):
-            return TypeError
-        return type(e)
-    return None
+from parity import error_type
 
 
 def _same_error(mlx, make):
-    want = _error(lambda: make(mlx))
+    want = error_type(lambda: make(mlx))
     assert want is not None
-    assert _error(lambda: make(mx)) is want
+    assert error_type(lambda: make(mx)) is want
 
 
 # -- export_function / import_function ----------------------------------------------------------
@@ -41,8 +32,8 @@ def test_a_truncated_function_file_is_a_runtime_error(mlx, tmp_path):
         path = tmp_path / name
         m.export_function(str(path), lambda x: x + 1, m.array(1.0))
         path.write_bytes(path.read_bytes()[:-3])
-    assert _error(lambda: mlx.import_function(str(tmp_path / "theirs.fn"))) is RuntimeError
-    assert _error(lambda: mx.import_function(str(tmp_path / "ours.fn"))) is RuntimeError
+    assert error_type(lambda: mlx.import_function(str(tmp_path / "theirs.fn"))) is RuntimeError
+    assert error_type(lambda: mx.import_function(str(tmp_path / "ours.fn"))) is RuntimeError
 
 
 @pytest.mark.parametrize("how", ["export_function", "exporter"])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import streamlet.core as mx
-from parity import assert_close_outcome, assert_same
+from parity import assert_close_outcome, assert_same, error_type
 
 _RNG = np.random.default_rng(20261206)
 X = _RNG.standard_normal((3, 4)).astype(np.float32)
@@ -22,16 +22,7 @@ V = _RNG.standard_normal(3).astype(np.float32)
 
 
 def _error(mod, fn):
-    """The type `fn(mod)` raises (MLX's leaked C++ cast failure, std::bad_cast, read as the
-    TypeError it means), or None."""
-    try:
-        out = fn(mod)
-        mod.eval(out)
-    except Exception as e:  # noqa: BLE001 (the error's type is the outcome)
-        if isinstance(e, RuntimeError) and "bad_cast" in str(e):
-            return TypeError
-        return type(e)
-    return None
+    return error_type(lambda: mod.eval(fn(mod)))
 
 
 def _same_error(mlx, fn):
