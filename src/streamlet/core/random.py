@@ -266,7 +266,25 @@ UNIFORM = b.make("uniform", _unit_kernel)
 NORMAL = b.make("normal", _normal_kernel, gpu=b.GpuKernel(_ON_GPU + "normal", bfloat16="own"))
 GUMBEL = b.make("gumbel", _gumbel_kernel, gpu=b.GpuKernel(_ON_GPU + "gumbel", bfloat16="own"))
 PERMUTATION = b.make("permutation", _permutation_kernel)
-TAKE = b.make("permutation_take", _take_kernel)
+
+
+def _take_vjp(c, out, a, idx, axis):
+    """The cotangent taken back by the inverse permutation (each slot gets one value)."""
+    from .ops.indexing import take
+    from .ops.sorting import argsort
+    return (lambda: take(c, argsort(idx), axis), None)
+
+
+# MLX's permutation of an array is a take by the permuted indices: differentiable in it
+TAKE = b.make("permutation_take", _take_kernel, vjp=_take_vjp,
+              jvp=lambda t, out, a, idx, axis: None if t[0] is None else
+              _permuted(t[0], idx, axis))
+
+
+def _permuted(a, idx, axis):
+    return b.node(TAKE, (a, idx), a._shape, a._dtype, {"axis": axis}, b.resolve(None))
+
+
 def _erf_derivative(m, x, y):
     return (2 / math.sqrt(math.pi)) * m.exp(-m.square(x))
 
@@ -517,7 +535,10 @@ def _inverse_cdf(xp, logits, u):
     return xp.minimum(idx, x.size - 1).astype(xp.uint32).reshape(u.shape)
 
 
-_INVERSE_CDF = b.make("categorical", _inverse_cdf)
+# an index, as MLX's argmax of the perturbed logits: no gradient reaches the logits (nor
+# the draws), and a tangent is zeros of the index dtype
+_INVERSE_CDF = b.make("categorical", _inverse_cdf, vjp=lambda c, out, x, u: (None, None),
+                      jvp=lambda t, out, x, u: rules.inert_tangent(t, out))
 
 
 def laplace(shape=(), dtype=dt.float32, loc=0.0, scale=1.0, key=None, *, stream=None):

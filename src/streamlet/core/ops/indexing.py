@@ -376,8 +376,17 @@ def _dynamic_slice_vmap(vaxes, out, x, starts, axes, sizes):
     return slice(x, starts, tuple(a + 1 for a in axes), (x._shape[0],) + sizes), 0
 
 
+def _dynamic_slice_shape(params, shape, starts_shape):
+    """The block's own size, as MLX's DynamicSlice (it must still fit the input)."""
+    sizes = params["sizes"]
+    if len(sizes) != len(shape) or any(not 0 <= n <= m for n, m in zip(sizes, shape)):
+        raise ValueError(f"[slice] Invalid slice size {sizes} for array with shape {shape}.")
+    return sizes, params
+
+
 _SLICE = b.make("slice", _dynamic_slice, vjp=_dynamic_slice_vjp, vmap=_dynamic_slice_vmap,
-                jvp=lambda t, out, x, starts, axes, sizes: slice(t[0], starts, axes, sizes))
+                jvp=lambda t, out, x, starts, axes, sizes: slice(t[0], starts, axes, sizes),
+                shape=_dynamic_slice_shape)
 
 
 def _slice_args(a, start_indices, axes, op):

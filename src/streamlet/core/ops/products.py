@@ -809,7 +809,17 @@ _HADAMARD = b.make(
         _hadamard_again(t[0], out, scale, dtype, transpose),
     vmap=lambda axes, out, x, **p: (
         _hadamard_again(to_front(x, axes[0]), out, p["scale"], p["dtype"],
-                        p.get("transpose", False)), 0))
+                        p.get("transpose", False)), 0),
+    shape=lambda params, shape: (_hadamard_shape(shape), params))
+
+
+def _hadamard_shape(shape):
+    """The input's shape (MLX's Hadamard keeps it; its scale stays the traced one)."""
+    n = shape[-1] if shape else 1
+    if not n or _hadamard_split(n) is None:
+        raise ValueError(f"[hadamard_transform] Only supports n = m*2^k where m in "
+                         f"(1, 12, 20, 28), got n = {n}.")
+    return shape
 
 
 def hadamard_transform(a, scale=None, stream=None):

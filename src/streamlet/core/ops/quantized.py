@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from . import build as b
+from . import rules
 from .build import dt
 
 MODES = {"affine": (64, 4), "mxfp4": (32, 4), "mxfp8": (32, 8), "nvfp4": (16, 4)}
@@ -183,9 +184,66 @@ def _rounded(xp, x, name):
     return x.astype(dt.from_name(name).np).astype(np.float32)
 
 
-_PARAMS = b.make("quantize.params", _affine_params)
-_PACK = b.make("quantize.pack", _affine_pack)
-_COMPONENT = b.make("quantize.component", _component)
+def _params_composite(w, group_size, bits):
+    """`quantize.params` built from ops with rules, as MLX's fallback finds the scales and
+    biases: its derivatives (through the group's max and min, the rounding's zero) are
+    what MLX's grad, vjp and jvp of quantize give."""
+    from . import elementwise as el
+    from .creation import astype
+    from .reduction import max as max_, min as min_
+    from .shape import concatenate, unflatten
+    f32 = dt.float32
+    g = unflatten(w, -1, (-1, group_size))
+    wmax, wmin = astype(max_(g, -1, True), f32), astype(min_(g, -1, True), f32)
+    if bits == 1:
+        return concatenate([el.maximum(wmax - wmin, b.scalar(1e-7, f32)), wmin], -1)
+    scale = el.maximum((wmax - wmin) / b.scalar((1 << bits) - 1, f32), b.scalar(1e-7, f32))
+    lower = el.greater(el.abs(wmin), el.abs(wmax))
+    scale = el.where(lower, scale, -scale)
+    edge = el.where(lower, wmin, wmax)
+    q0 = el.round(edge / scale)
+    zero = b.scalar(0, f32)
+    scale = el.where(el.not_equal(q0, zero), edge / q0, scale)
+    return concatenate([scale, el.where(el.equal(q0, zero), zero, edge)], -1)
+
+
+def _component_composite(params, index, dtype):
+    from .creation import astype
+    return astype(params[..., index], dt.as_dtype(dtype))
+
+
+def _groups_of(k, group_size):
+    if k % group_size:
+        raise ValueError(f"[quantize] The last dimension of the matrix needs to be divisible "
+                         f"by the quantization group size {group_size}.")
+    return k // group_size
+
+
+def _params_shape(params, shape):
+    return shape[:-1] + (_groups_of(shape[-1], params["group_size"]), 2), params
+
+
+def _pack_shape_rule(params, shape, params_shape):
+    _groups_of(shape[-1], params["group_size"])
+    return shape[:-1] + (shape[-1] * params["bits"] // 32,), params
+
+
+def _dequantize_shape(params, shape, *others):
+    return shape[:-1] + (shape[-1] * 32 // params["bits"],), params
+
+
+_PARAMS_RULES = rules.via(_params_composite)
+_COMPONENT_RULES = rules.via(_component_composite)
+_PARAMS = b.make("quantize.params", _affine_params, vjp=_PARAMS_RULES["vjp"],
+                 jvp=_PARAMS_RULES["jvp"], shape=_params_shape)
+_PACK = b.make("quantize.pack", _affine_pack, vjp=lambda c, out, w, p, **_: (None, None),
+               jvp=lambda t, out, w, p, **_: rules.inert_tangent(t, out),
+               shape=_pack_shape_rule)
+_COMPONENT = b.make("quantize.component", _component, vjp=_COMPONENT_RULES["vjp"],
+                    jvp=_COMPONENT_RULES["jvp"],
+                    shape=lambda params, shape: (shape[:-1], params))
+
+
 def _dequantize_vjp(c, out, w, scales, biases, group_size, bits, dtype, names):
     """Per group, the scale's cotangent is the cotangent dotted with the unscaled values,
     the bias's its sum; none for the packed integers."""
@@ -230,7 +288,7 @@ def _dequantize_vmap(axes, out, *inputs, **params):
 
 
 _DEQUANTIZE = b.make("dequantize", _affine_dequantize, vjp=_dequantize_vjp,
-                     jvp=_dequantize_jvp, vmap=_dequantize_vmap)
+                     jvp=_dequantize_jvp, vmap=_dequantize_vmap, shape=_dequantize_shape)
 
 
 # -- fp8 (E4M3, saturating) and fp4 (E2M1) ------------------------------------------------
@@ -712,8 +770,20 @@ def _qmm_vmap(axes, out, x, w, *rest, **params):
     return rebuild(out, (x, w, *rest), (x._shape[0],) + out._shape), 0
 
 
+def _qmm_shape(params, xs, ws, *others):
+    """The product's shape for the inputs' shapes (affine weights packed `bits` per word)."""
+    inner = ws[-1] * 32 // params["bits"] if params["transpose"] else ws[-2]
+    if xs[-1] != inner:
+        raise ValueError(f"[quantized_matmul] Last dimension of first input with shape {xs} "
+                         f"must match the quantized matrix's {inner}.")
+    lead = xs[:-1]
+    if len(xs) > 2 and len(ws) > 2:
+        lead = b.broadcast_shapes(xs[:-2], ws[:-2], op="quantized_matmul") + xs[-2:-1]
+    return lead + (ws[-2] if params["transpose"] else ws[-1] * 32 // params["bits"],), params
+
+
 _QMM = b.make("quantized_matmul", _qmm, gpu=b.GpuKernel(_qmm, bfloat16="own"), vjp=_qmm_vjp,
-              jvp=_qmm_jvp, vmap=_qmm_vmap)
+              jvp=_qmm_jvp, vmap=_qmm_vmap, shape=_qmm_shape)
 
 
 def _qmm_dims(op, x, w, scales, biases, transpose, gs, nb):
