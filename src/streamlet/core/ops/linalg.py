@@ -105,7 +105,13 @@ def _matmul_vjp(c, out, x, y, dtype):
         return squeeze(g, -2) if x.ndim == 1 else g
 
     def dy():
-        g = matmul(_adjoint(xm), cm)
+        from ..graph import SHAPELESS
+        if x.ndim > 2 and y.ndim <= 2 and not SHAPELESS.on:
+            # MLX folds the batch into the rows (one product, one rounding for half types)
+            g = matmul(_adjoint(_sh.reshape(xm, (-1, xm._shape[-1]))),
+                       _sh.reshape(cm, (-1, cm._shape[-1])))
+        else:
+            g = matmul(_adjoint(xm), cm)
         return squeeze(g, -1) if y.ndim == 1 else g
     return dx, dy
 
@@ -970,6 +976,12 @@ def norm(a, /, ord=None, axis=None, keepdims=False, *, stream=None):
         _cpu_only(st, "linalg::svd")
         _matrix(a, "linalg::svd", _REAL_OR_COMPLEX)
     out = _norm_result(a._dtype, ord, axes)
+    if a._dtype in (dt.float16, dt.bfloat16):  # MLX works in the half type, each op rounding
+        from ..stream import stream as _on
+        with _on(st.stream):
+            return _norm_composite(a, ord, None if axes is None else
+                                   (axes[0] if len(axes) == 1 else axes), keepdims, a._dtype.np,
+                                   out.np)
     compute = a._dtype if a._dtype in _REAL_OR_COMPLEX else dt.float32
     red = tuple(range(a.ndim)) if axes is None else axes
     shape = tuple(1 if i in red else n for i, n in enumerate(a._shape)) if keepdims else \

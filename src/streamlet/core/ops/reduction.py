@@ -507,11 +507,13 @@ def _softmax(xp, a, axis, dtype, precise):
 
 
 def _softmax_vjp(c, out, x, axis, dtype, precise):
-    return (out * (c - sum(c * out, axis, True)),)  # noqa: F821
+    sv = out * c  # s * c - s * sum(s * c), rounded as MLX's
+    return (sv - out * sum(sv, axis, True),)  # noqa: F821
 
 
 def _softmax_jvp(t, out, x, axis, dtype, precise):
-    return out * (t[0] - sum(t[0] * out, axis, True))  # noqa: F821
+    sv = out * t[0]
+    return sv - out * sum(sv, axis, True)  # noqa: F821
 
 
 _SOFTMAX = b.make("softmax", _softmax, vjp=_softmax_vjp, jvp=_softmax_jvp,
