@@ -233,12 +233,11 @@ class Derivative:
             d = self.d
         else:
             o = xs[-1]._dtype
-            if o.kind in "fcV" and any(x._dtype.kind in "biu" or (
-                    x._dtype.kind in "fV" and x._dtype is not o) for x in xs):
+            if o.kind in "fcV":
                 # an integer, bool or narrower float input is read as the inexact result
                 # type (MLX casts it before the primitive: 1 / y of a bfloat16 y in float32)
-                xs = tuple(x.astype(o) if x._dtype.kind in "biu" or (
-                    x._dtype.kind in "fV" and x._dtype is not o) else x for x in xs)
+                xs = tuple(x.astype(o) if x._dtype is not o and x._dtype.kind in "biufV"
+                           else x for x in xs)
             elif o.kind in "iu" and any(x._dtype is not o for x in xs):
                 # an integer op computes in its result's dtype (a bool or narrower operand
                 # cast first, as MLX promotes before the primitive)
