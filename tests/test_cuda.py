@@ -219,10 +219,11 @@ def test_matmul_uses_tf32_within_its_precision():
 
 @pytest.mark.parametrize("shape,axis,keepdims", [
     ((1024, 4096), 0, False), ((64, 3, 50), (0, 1), True), ((7, 5), 0, False),
-    ((300, 1), 0, True), ((5, 6, 7), (-3,), False)])
+    ((300, 1), 0, True), ((5, 6, 7), (-3,), False), ((3, 4096, 2), (0, 1), False)])
 def test_sums_over_leading_axes_are_full_float32(shape, axis, keepdims, monkeypatch):
     """Such sums are products with a row of ones (`cuda_reduce`): in float32, never TF32,
-    whatever MLX_ENABLE_TF32 says of matmul; offset views and bfloat16 too."""
+    whatever MLX_ENABLE_TF32 says of matmul; offset views and bfloat16 too; more rows than
+    `MAX_ROWS` go to CuPy's reduction."""
     from streamlet.backend import cuda_gemm
     monkeypatch.setattr(cuda_gemm, "TF32", True)
     x = sample(shape, np.float32) * 100 + np.float32(1 / 3)
