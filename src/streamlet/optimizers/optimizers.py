@@ -202,6 +202,15 @@ class MultiOptimizer(Optimizer):
             optimizer.learning_rate = learning_rate
 
 
+def _zeros_like(parameter):
+    """Zeros like ``parameter``, which must be an array: a Python scalar or other leaf in the
+    gradient tree is a TypeError, as MLX's ``zeros_like`` binding refuses it."""
+    if not isinstance(parameter, mx.array):
+        raise TypeError("zeros_like(): incompatible function arguments: expected an array, "
+                        f"got {type(parameter).__name__}.")
+    return mx.zeros_like(parameter)
+
+
 def _lr(optimizer, gradient):
     return optimizer.learning_rate.astype(gradient.dtype)
 
@@ -238,7 +247,7 @@ class SGD(Optimizer):
         self.nesterov = nesterov
 
     def init_single(self, parameter, state):
-        state["v"] = mx.zeros_like(parameter)
+        state["v"] = _zeros_like(parameter)
 
     def apply_single(self, gradient, parameter, state):
         if self.weight_decay != 0:
@@ -272,7 +281,7 @@ class RMSprop(Optimizer):
         _check(not eps <= 0.0, f"RMSprop epsilon should be >0, {eps} was provided instead")
 
     def init_single(self, parameter, state):
-        state["v"] = mx.zeros_like(parameter)
+        state["v"] = _zeros_like(parameter)
 
     def apply_single(self, gradient, parameter, state):
         lr = _lr(self, gradient)
@@ -298,7 +307,7 @@ class Adagrad(Optimizer):
         _check(not eps <= 0.0, f"Adagrad epsilon should be >0, {eps} was provided instead")
 
     def init_single(self, parameter, state):
-        state["v"] = mx.zeros_like(parameter)
+        state["v"] = _zeros_like(parameter)
 
     def apply_single(self, gradient, parameter, state):
         lr = _lr(self, gradient)
@@ -328,8 +337,8 @@ class AdaDelta(Optimizer):
         _check(not eps <= 0.0, f"AdaDelta epsilon should be >0, {eps} was provided instead")
 
     def init_single(self, parameter, state):
-        state["v"] = mx.zeros_like(parameter)
-        state["u"] = mx.zeros_like(parameter)
+        state["v"] = _zeros_like(parameter)
+        state["u"] = _zeros_like(parameter)
 
     def apply_single(self, gradient, parameter, state):
         lr, rho, eps = _lr(self, gradient), self.rho, self.eps
@@ -367,8 +376,8 @@ class Adam(Optimizer):
         self.bias_correction = bias_correction
 
     def init_single(self, parameter, state):
-        state["m"] = mx.zeros_like(parameter)
-        state["v"] = mx.zeros_like(parameter)
+        state["m"] = _zeros_like(parameter)
+        state["v"] = _zeros_like(parameter)
 
     def apply_single(self, gradient, parameter, state):
         lr = _lr(self, gradient)
@@ -455,7 +464,7 @@ class Lion(Optimizer):
         self.weight_decay = weight_decay
 
     def init_single(self, parameter, state):
-        state["m"] = mx.zeros_like(parameter)
+        state["m"] = _zeros_like(parameter)
 
     def apply_single(self, gradient, parameter, state):
         lr = _lr(self, gradient)
@@ -510,9 +519,9 @@ class Adafactor(Optimizer):
             state["exp_avg_sq_row"] = mx.zeros(shape[:-1], dtype=dtype)
             state["exp_avg_sq_col"] = mx.zeros(shape[:-2] + shape[-1:], dtype=dtype)
         else:
-            state["exp_avg_sq"] = mx.zeros_like(parameter)
+            state["exp_avg_sq"] = _zeros_like(parameter)
         if self.beta_1 is not None:
-            state["exp_avg"] = mx.zeros_like(parameter)
+            state["exp_avg"] = _zeros_like(parameter)
 
     def _compute_rms(self, inputs):
         return mx.sqrt(mx.mean(mx.square(inputs)))
@@ -580,7 +589,7 @@ class Muon(Optimizer):
         self.ns_steps = ns_steps
 
     def init_single(self, parameter, state):
-        state["v"] = mx.zeros_like(parameter)
+        state["v"] = _zeros_like(parameter)
 
     def _zeropower_via_newtonschulz5(self, X, steps: int):
         assert X.ndim == 2, ("Expected a 2D array for Newton-Schulz iteration, got shape "
