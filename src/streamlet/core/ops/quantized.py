@@ -212,19 +212,21 @@ def _component_composite(params, index, dtype):
     return astype(params[..., index], dt.as_dtype(dtype))
 
 
-def _groups_of(k, group_size):
-    if k % group_size:
+def _groups_of(shape, group_size):
+    """The number of groups along the last axis of `shape` (it must divide)."""
+    if group_size <= 0 or shape[-1] % group_size:
         raise ValueError(f"[quantize] The last dimension of the matrix needs to be divisible "
-                         f"by the quantization group size {group_size}.")
-    return k // group_size
+                         f"by the quantization group size {group_size}. However the provided "
+                         f" matrix has shape {shape}")
+    return shape[-1] // group_size
 
 
 def _params_shape(params, shape):
-    return shape[:-1] + (_groups_of(shape[-1], params["group_size"]), 2), params
+    return shape[:-1] + (_groups_of(shape, params["group_size"]), 2), params
 
 
-def _pack_shape_rule(params, shape, params_shape):
-    _groups_of(shape[-1], params["group_size"])
+def _pack_shape_rule(params, shape, params_shape=None):
+    _groups_of(shape, params["group_size"])
     return shape[:-1] + (shape[-1] * params["bits"] // 32,), params
 
 
@@ -414,10 +416,7 @@ def quantize(w, /, group_size=None, bits=None, mode="affine", *, global_scale=No
     if w.ndim < 2:
         raise ValueError(f"[quantize] The matrix to be quantized must have at least 2 "
                          f"dimension but it has only {w.ndim}.")
-    if gs <= 0 or w._shape[-1] % gs:
-        raise ValueError(f"[quantize] The last dimension of the matrix needs to be divisible "
-                         f"by the quantization group size {gs}. However the provided  matrix "
-                         f"has shape {w._shape}")
+    _groups_of(w._shape, gs)
     g = _check_global(global_scale, mode, "quantize")
     if mode == "affine":
         return _affine_quantize(w, gs, nb, b.resolve(stream))
@@ -431,12 +430,11 @@ def _affine_quantize(w, gs, nb, st):
     if nb not in (1, 2, 3, 4, 5, 6, 8):
         raise ValueError(f"[quantize] The requested number of bits {nb} is not supported. "
                          "The supported bits are 1, 2, 3, 4, 5, 6 and 8.")
-    lead, k = w._shape[:-1], w._shape[-1]
-    params = b.node(_PARAMS, (w,), lead + (k // gs, 2), dt.float32,
-                    {"group_size": gs, "bits": nb}, st)
-    wq = b.node(_PACK, (w, params), lead + (k * nb // 32,), dt.uint32,
-                {"group_size": gs, "bits": nb}, st)
-    scales, biases = (b.node(_COMPONENT, (params,), lead + (k // gs,), w._dtype,
+    shape = _params_shape({"group_size": gs}, w._shape)[0]  # the shape rules' arithmetic
+    params = b.node(_PARAMS, (w,), shape, dt.float32, {"group_size": gs, "bits": nb}, st)
+    packed = _pack_shape_rule({"group_size": gs, "bits": nb}, w._shape)[0]
+    wq = b.node(_PACK, (w, params), packed, dt.uint32, {"group_size": gs, "bits": nb}, st)
+    scales, biases = (b.node(_COMPONENT, (params,), shape[:-1], w._dtype,
                              {"index": i, "dtype": w._dtype.np}, st) for i in (0, 1))
     return [wq, scales, biases]  # a list, as MLX's
 
