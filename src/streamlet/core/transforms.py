@@ -12,13 +12,13 @@ over the same streams.  Nothing here is shared between threads but `TRACING`'s c
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping, Set
 
 from . import trees
 from .array import array, const, node, node_of, wrap
 from .graph import SHAPELESS, TRACING, Node, Primitive
 from . import ops as _ops
-from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, broadcast_shapes, callable_arg
+from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, broadcast_shapes, callable_arg, \
+    seq_arg
 from .ops.creation import filled
 from .ops.shape import broadcast_like
 from .ops.rules import STOP_GRADIENT, same_shape, stop_gradient
@@ -357,10 +357,7 @@ def _argnums(argnums, argnames, tag):
         try:  # an int, or anything an int converts from (a NumPy integer), as MLX's binding
             nums = [operator.index(argnums)]
         except TypeError:
-            if isinstance(argnums, (str, bytes, bytearray, Mapping, Set)):  # no sequence
-                raise TypeError(f"[{tag}] argnums must be an int or a sequence of ints, "
-                                f"got {type(argnums).__name__}.") from None
-            nums = [operator.index(n) for n in argnums]
+            nums = [operator.index(n) for n in seq_arg(argnums, tag, "argnums")]
     return sorted(nums), names
 
 
