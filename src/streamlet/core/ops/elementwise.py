@@ -423,15 +423,7 @@ def imag(a, /, *, stream=None):
     a = b.as_array(a, "imag")
     if a._dtype.kind == "c":
         return _imag_of_complex(a, stream=stream)
-    return _constant_like(a, 0, a._dtype, stream)
-
-
-def _constant_like(a, value, dtype, stream):
-    """`value` in `a`'s shape, not computed from `a` (a shapeless trace reads the shape)."""
-    from .creation import full, full_like
-    if rules.SHAPELESS.on:
-        return full_like(a, value, dtype, stream=stream)
-    return full(a._shape, value, dtype, stream=stream)
+    return rules.zeros_for(a, a._dtype, stream)
 
 
 for _name, _target in ALIASES.items():

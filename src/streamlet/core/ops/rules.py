@@ -66,11 +66,12 @@ def inert_tangent(t, out):
     return zeros_for(out, out._dtype)
 
 
-def zeros_for(x, dtype):
+def zeros_for(x, dtype, stream=None):
     """Zeros of `x`'s shape in `dtype`: under a shapeless trace a node that reads the
     shape of `x` when run (a constant would keep the traced shape)."""
     from .creation import full_like, zeros
-    return full_like(x, 0, dtype) if SHAPELESS.on else zeros(x._shape, dtype)
+    return full_like(x, 0, dtype, stream=stream) if SHAPELESS.on else \
+        zeros(x._shape, dtype, stream=stream)
 
 
 def shape_guard(x):
