@@ -17,6 +17,7 @@ import numpy as np
 from . import build as bl
 from . import elementwise as _ew, shape as _sh  # the rules' ops (imported once: hot path)
 from .build import dt
+from ..graph import SHAPELESS
 from .rules import via
 
 
@@ -105,7 +106,6 @@ def _matmul_vjp(c, out, x, y, dtype):
         return squeeze(g, -2) if x.ndim == 1 else g
 
     def dy():
-        from ..graph import SHAPELESS
         if x.ndim > 2 and y.ndim <= 2 and not SHAPELESS.on:
             # MLX folds the batch into the rows (one product, one rounding for half types)
             g = matmul(_adjoint(_sh.reshape(xm, (-1, xm._shape[-1]))),
