@@ -472,9 +472,22 @@ _PUT_ALONG = b.make("put_along_axis", _put_along, vjp=_put_along_vjp, jvp=_put_a
                     shape=_put_along_shape)
 
 
+def _along_with_values(along, values):
+    """The shape MLX broadcasts the indices (`along`: theirs against `a`) and the values to
+    (extra leading 1s of the values dropped): values wider than the indices repeat an index,
+    the last write winning."""
+    shape = tuple(values._shape)
+    while len(shape) > len(along) and shape[0] == 1:
+        shape = shape[1:]
+    if len(shape) > len(along):
+        raise ValueError(f"[put_along_axis] Cannot broadcast array of shape {values._shape} "
+                         f"into shape {along}.")
+    return b.broadcast_shapes(along, shape, op="put_along_axis")
+
+
 def put_along_axis(a, /, indices, values, axis=None, *, stream=None):
     """`a` with `values` written at `indices` along `axis` (the flattened array if None)."""
-    from .shape import flatten, reshape
+    from .shape import broadcast_to, flatten, reshape
     a = b.as_array(a, "put_along_axis")
     indices = _int_indices(indices, "put_along_axis")
     values = b.as_array(values, "put_along_axis")
@@ -482,8 +495,11 @@ def put_along_axis(a, /, indices, values, axis=None, *, stream=None):
     if axis is None:  # the flattened `a`; the indices as they are (1-D, or refused), as MLX
         src, axis = flatten(a, stream=stream), 0
     ax = b.normalize_axis(axis, src.ndim, "put_along_axis")
-    shape = along_axis_shape(src, indices, ax, "put_along_axis")
-    _fits(values._shape, shape, "put_along_axis")
+    shape = _along_with_values(along_axis_shape(src, indices, ax, "put_along_axis"), values)
+    if indices._shape != shape:
+        indices = broadcast_to(indices, shape, stream=stream)
+    if values.ndim > len(shape):
+        values = reshape(values, values._shape[values.ndim - len(shape):], stream=stream)
     out = b.node(_PUT_ALONG, (src, indices, values), src._shape, src._dtype,
                  {"axis": ax, "shape": shape}, b.resolve(stream))
     return out if src is a else reshape(out, a._shape, stream=stream)
