@@ -392,3 +392,33 @@ def test_fast_on_a_gpu_stream_matches_the_cpu(rng, dtype):
                                                             stream=s)]
     for call in calls:
         np.testing.assert_allclose(_host(call(g)), _host(call(mx.cpu)), rtol=3e-2, atol=3e-2)
+
+
+# -- the CPU kernels' short ways give the long ways' bits --------------------------------------
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_norms_mean_is_numpys_mean(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    v = (rng.standard_normal((7, n)) * 10.0 ** rng.integers(-20, 20)).astype(np.float32)
+    np.testing.assert_array_equal(fast._mean_last(np, v), np.mean(v, -1, keepdims=True))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("traditional", [False, True])
+def test_rope_kept_angles_give_the_computed_ones_bits(monkeypatch, dtype, traditional):
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        length = int(rng.integers(1, 5))
+        dims = 2 * int(rng.integers(1, 9))
+        x = rng.standard_normal((2, 3, length, dims + 2 * int(rng.integers(0, 2))))
+        x = x.astype(dtype)
+        kw = dict(dims=dims, traditional=traditional, base=float(rng.choice([1e4, 5e5])),
+                  scale=float(rng.choice([1.0, 0.5])), forward=bool(rng.integers(0, 2)))
+        offset = np.array(int(rng.integers(0, 100000)), np.int32)
+        kept = fast._rope(np, x, offset, **kw)
+        with monkeypatch.context() as m:
+            m.setattr(fast, "_SMALL_ANGLES", -1)  # computed each time
+            computed = fast._rope(np, x, offset, **kw)
+        assert kept.dtype == computed.dtype == dtype
+        np.testing.assert_array_equal(kept, computed)

@@ -69,18 +69,28 @@ def _at_least_1d(op, x):
 
 # -- normalizations ---------------------------------------------------------------------------
 
+def _mean_last(xp, v):
+    """The float32 mean of `v` over its last axis, kept.  On NumPy its sum over the count:
+    NumPy's mean divides that sum in float64 and rounds once, which gives the same float32
+    (a correctly rounded quotient), without the mean's wrapper per call."""
+    n = v.shape[-1]
+    if xp is np and 0 < n < 1 << 24:
+        return v.sum(axis=-1, keepdims=True) / _F32(n)
+    return xp.mean(v, axis=-1, keepdims=True)
+
+
 def _rms_norm(xp, x, w, eps, dtype):
-    x = x.astype(_F32)
-    n = _F32(1) / xp.sqrt(xp.mean(x * x, axis=-1, keepdims=True) + _F32(eps))
-    y = (x * n).astype(dtype)
+    x = x.astype(_F32, copy=False)
+    n = _F32(1) / xp.sqrt(_mean_last(xp, x * x) + _F32(eps))
+    y = (x * n).astype(dtype, copy=False)
     return y if w is None else y * w
 
 
 def _layer_norm(xp, x, w, bias, eps, dtype):
-    x = x.astype(_F32)
-    xc = x - xp.mean(x, axis=-1, keepdims=True)
-    n = _F32(1) / xp.sqrt(xp.mean(xc * xc, axis=-1, keepdims=True) + _F32(eps))
-    y = (xc * n).astype(dtype)
+    x = x.astype(_F32, copy=False)
+    xc = x - _mean_last(xp, x)
+    n = _F32(1) / xp.sqrt(_mean_last(xp, xc * xc) + _F32(eps))
+    y = (xc * n).astype(dtype, copy=False)
     if w is not None:
         y = y * w
     return y if bias is None else y + bias
@@ -278,16 +288,11 @@ def _rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
     elif x.ndim > 4:  # the heads' axes as one (counted: -1 can't be inferred for size 0)
         x = x.reshape(shape[0], math.prod(shape[1:-2]), shape[-2], shape[-1])
     half = dims // 2
-    pos = xp.arange(x.shape[2], dtype=_F32)
-    off = offset.astype(_F32)
-    pos = pos + (off.reshape(-1, 1, 1) if off.size != 1 else off.reshape(()))
-    pos = pos * _F32(scale)
-    if freqs:
-        inv = _F32(1) / freqs[0].astype(_F32)
+    length = x.shape[2]
+    if xp is np and not freqs and offset.size == 1 and length * half <= _SMALL_ANGLES:
+        cos, sin = _rotation(length, _F32(offset.item()), _F32(scale), half, base, x.dtype)
     else:
-        inv = _inv_freqs(xp, half, base)
-    theta = pos[..., None] * inv
-    cos, sin = xp.cos(theta).astype(x.dtype), xp.sin(theta).astype(x.dtype)
+        cos, sin = _cos_sin(xp, _angles(xp, length, offset, scale, half, base, freqs), x.dtype)
     if traditional:
         x1, x2 = x[..., 0:dims:2], x[..., 1:dims:2]
     else:
@@ -296,13 +301,40 @@ def _rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
         o1, o2 = x1 * cos - x2 * sin, x1 * sin + x2 * cos
     else:
         o1, o2 = x2 * sin + x1 * cos, x2 * cos - x1 * sin
+    if not traditional:
+        return xp.concatenate((o1, o2, x[..., dims:]), axis=-1).reshape(shape)
     out = xp.empty(x.shape, x.dtype)
-    if traditional:
-        out[..., 0:dims:2], out[..., 1:dims:2] = o1, o2
-    else:
-        out[..., :half], out[..., half:dims] = o1, o2
+    out[..., 0:dims:2], out[..., 1:dims:2] = o1, o2
     out[..., dims:] = x[..., dims:]
     return out.reshape(shape)
+
+
+_SMALL_ANGLES = 1 << 12  # a step's table of angles (decoding: one position) worth keeping
+
+
+def _angles(xp, length, offset, scale, half, base, freqs):
+    """RoPE's float32 angles, positions `offset + arange(length)` times the frequencies:
+    (length, half), or (batch, 1, length, half) for one offset per batch entry."""
+    pos = xp.arange(length, dtype=_F32)
+    off = xp.asarray(offset).astype(_F32)
+    pos = pos + (off.reshape(-1, 1, 1) if off.size != 1 else off.reshape(()))
+    pos = pos * _F32(scale)
+    inv = _F32(1) / freqs[0].astype(_F32) if freqs else _inv_freqs(xp, half, base)
+    return pos[..., None] * inv
+
+
+def _cos_sin(xp, theta, dtype):
+    return xp.cos(theta).astype(dtype), xp.sin(theta).astype(dtype)
+
+
+@functools.lru_cache(maxsize=16)
+def _rotation(length, offset, scale, half, base, dtype):
+    """cos and sin of the default angles at a scalar offset (NumPy), read-only: every
+    layer's queries and keys of a decoding step rotate by the same ones."""
+    out = _cos_sin(np, _angles(np, length, offset, scale, half, base, ()), dtype)
+    for a in out:
+        a.flags.writeable = False
+    return out
 
 
 def _rope_node(x, offset, freqs, params, st):

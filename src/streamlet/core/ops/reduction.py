@@ -501,9 +501,8 @@ def _softmax(xp, a, axis, dtype, precise):
     if a.size == 0:  # nothing to normalize (xp.max has no identity for an empty axis)
         return a.astype(dtype)
     x = a.astype("float32") if precise and a.dtype.itemsize < 4 else a.astype(dtype, copy=False)
-    m = xp.max(x, axis=axis, keepdims=True)
-    e = xp.exp(x - m)
-    return (e / xp.sum(e, axis=axis, keepdims=True)).astype(dtype, copy=False)
+    e = xp.exp(x - x.max(axis=axis, keepdims=True))  # methods: NumPy's functions add a wrapper
+    return (e / e.sum(axis=axis, keepdims=True)).astype(dtype, copy=False)
 
 
 def _softmax_vjp(c, out, x, axis, dtype, precise):
