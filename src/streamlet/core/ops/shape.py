@@ -246,25 +246,36 @@ def reshape(a, /, shape, *, stream=None):
         shape = (shape,) if isinstance(shape, (int, np.integer)) else \
             b.seq_arg(shape, "reshape", "shape")
     spec = tuple(shape)
-    if not all(type(n) is int and -1 <= n <= dims.HIGH for n in spec):  # checked one by one
+    if spec and not (set(map(type, spec)) == _INT and -1 <= min(spec) and
+                     max(spec) <= dims.HIGH):  # checked one by one
         spec = tuple(dims.dim(operator.index(n), "reshape") for n in spec)
-    if spec.count(-1) > 1 or any(n < -1 for n in spec):
-        raise ValueError(f"[reshape] Invalid shape {spec}: at most one -1 and no other "
-                         "negative sizes.")
-    shape = _infer(spec, a.size)
+        if any(n < -1 for n in spec):
+            raise _bad_spec(spec)
+    if spec.count(-1) > 1:
+        raise _bad_spec(spec)
+    shape = _infer(spec, math.prod(a._shape))
     if shape == a._shape:
         return b.alias(a, b.resolve(stream))
     return b.node(_RESHAPE, (a,), shape, a._dtype, {"shape": spec}, b.resolve(stream))
 
 
+_INT = {int}
+
+
+def _bad_spec(spec):
+    return ValueError(f"[reshape] Invalid shape {spec}: at most one -1 and no other negative "
+                      "sizes.")
+
+
 def _infer(spec, size):
     """`spec` with its -1 (if any) made the size that gives `size` elements."""
     if -1 in spec:
-        rest = math.prod(n for n in spec if n != -1)
+        rest = -math.prod(spec)
         if rest == 0 or size % rest:
             raise ValueError(f"[reshape] Cannot infer the shape of an array of size {size} "
                              f"into shape {spec}.")
-        spec = tuple(size // rest if n == -1 else n for n in spec)
+        at = spec.index(-1)
+        return spec[:at] + (size // rest,) + spec[at + 1:]
     if math.prod(spec) != size:
         raise ValueError(f"[reshape] Cannot reshape array of size {size} into shape {spec}.")
     return spec
@@ -307,7 +318,7 @@ def transpose(a, /, axes=None, *, stream=None):
 
 def _permuted(a, axes, stream):
     """The transpose node of `a` for `axes`, a permutation already checked."""
-    shape = tuple(a._shape[i] for i in axes)
+    shape = tuple(map(a._shape.__getitem__, axes))
     return b.node(_TRANSPOSE, (a,), shape, a._dtype, {"axes": axes}, b.resolve(stream))
 
 
