@@ -93,6 +93,29 @@ def test_random_programs_shapeless_follow_new_shapes(seed):
     assert len(traced) == 1
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_shapeless_replays_at_shapes_seen_before_and_after_many_others(seed):
+    """A shapeless tape keeps its steps' shapes per input shapes (`Tape.shaped`): shapes
+    met again, shapes past what it keeps, and inputs that broadcast otherwise all give
+    the uncompiled results."""
+    import importlib
+    compile_module = importlib.import_module("streamlet.core.compile")
+    rng = np.random.default_rng(200 + seed)
+    fn = random_program(rng, shapeless=True)
+    compiled = mx.compile(fn, shapeless=True)
+    n = compile_module._SHAPED_KEPT + 4
+    shapes = [(1 + k % 5, 2 + k) for k in range(n)]
+    for shape in shapes + shapes[::-1] + shapes[:3]:
+        xs = _inputs(rng, shape)
+        _same(compiled(*xs), fn(*xs))
+    add = mx.compile(lambda x, y: mx.exp(x) + y, shapeless=True)
+    for sx, sy in [((3, 4), (3, 4)), ((3, 4), (1, 4)), ((3, 4), (3, 4)), ((2, 5), (2, 1))]:
+        x, y = mx.ones(sx), mx.full(sy, 2.0)
+        out = add(x, y)
+        assert out.shape == np.broadcast_shapes(sx, sy)
+        np.testing.assert_allclose(np.array(out), np.exp(1.0) + 2.0, rtol=1e-6)
+
+
 # -- tracing ------------------------------------------------------------------------------
 
 def test_the_body_runs_once_per_signature():

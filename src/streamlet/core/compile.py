@@ -80,6 +80,9 @@ class Tape:
             self.broadcasts = {} if input_shapes is None else \
                 _broadcasts(steps, list(input_shapes) + [n.shape for n in constants])
             self.followed = set()  # the input shapes the broadcasts were checked at
+        # a shapeless replay's step shapes and params, by the input shapes (and whether the
+        # steps are the unfused ones)
+        self.shaped = {}
 
     def replay(self, inputs):
         values = [x._node for x in inputs]
@@ -100,17 +103,25 @@ class Tape:
                 steps, outputs = self.gpu_fused
         elif not traced and self.fused is not None:
             steps, outputs = self.fused
-        shapeless = self.shapeless
-        if shapeless and self.fixed is not None and \
-                tuple([v.shape for v in values[:self.n_inputs]]) != self.fixed:
-            raise NewShapes  # traced again at these shapes
-        if shapeless and self.broadcasts:
-            self._check_broadcasts(values)
-        for s in steps:
+        shaped = made = None
+        if self.shapeless:
+            key = tuple([v.shape for v in values[:self.n_inputs]])
+            if self.fixed is not None and key != self.fixed:
+                raise NewShapes  # traced again at these shapes
+            if self.broadcasts:
+                self._check_broadcasts(values)
+            key = (steps is self.steps, key)
+            shaped = self.shaped.get(key)
+            if shaped is None:
+                made = []
+        for k, s in enumerate(steps):
             ins = tuple([values[r] for r in s.refs])
             shape, params = s.shape, s.params
-            if shapeless:
+            if shaped is not None:
+                shape, params = shaped[k]
+            elif made is not None:
                 shape, params = _new_shape(s, ins)
+                made.append((shape, params))
             stream = s.stream
             if stream is None:
                 stream = current
@@ -123,6 +134,10 @@ class Tape:
                         n.tracer = True
                         break
             values.append(n)
+        if made is not None:
+            if len(self.shaped) >= _SHAPED_KEPT:
+                self.shaped.clear()
+            self.shaped[key] = made
         return [wrap(values[i]) for i in outputs]
 
     def _check_broadcasts(self, values):
@@ -214,6 +229,9 @@ def _broadcasts(steps, shapes):
     kinds = _broadcasting()
     return {k: _broadcast_axes([shapes[r] for r in s.refs], s.shape)
             for k, s in enumerate(steps) if s.prim.shape in kinds}
+
+
+_SHAPED_KEPT = 16  # input shapes whose step shapes a shapeless tape keeps
 
 
 def _new_shape(step, ins):
