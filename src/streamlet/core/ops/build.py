@@ -24,6 +24,8 @@ class BadIndex(ValueError, IndexError):
 
 
 _PY_SCALARS = (float, int, bool, complex)
+_INT64 = (-2**63, 2**63 - 1)  # the Python ints an operand may be (dt.check_int64)
+_INT = {int}
 
 
 def is_scalar(x) -> bool:
@@ -121,7 +123,8 @@ def promote_many(values, op: str):
 
 
 def _weak(d, value, op):
-    if type(value) is float and d.kind in "fc":
+    if d.kind in "fc" and (type(value) is float or
+                           type(value) is int and _INT64[0] <= value <= _INT64[1]):
         return d
     try:
         return dt.weak_scalar_dtype(d, value)
@@ -150,6 +153,12 @@ def broadcast_shapes(*shapes, op: str = "broadcast_shapes") -> tuple:
                     shown = " and ".join(str(tuple(x)) for x in shapes)
                     raise ValueError(f"[{called(op)}] Shapes {shown} cannot be broadcast.")
     return tuple(out)
+
+
+def broadcast_pair(s, t, op: str) -> tuple:
+    """`broadcast_shapes(s, t, op=op)` for two arrays' shapes, equal shapes and a
+    scalar's () taken without the loop."""
+    return s if s == t or not t else t if not s else broadcast_shapes(s, t, op=op)
 
 
 def ints_of(x):
@@ -204,6 +213,8 @@ def check_shape(shape, op: str) -> tuple:
 
 def normalize_axis(axis, ndim: int, op: str) -> int:
     """`axis` in [0, ndim); a bool is the int it stands for, as MLX's binding takes it."""
+    if type(axis) is int and -ndim <= axis < ndim:
+        return axis % ndim
     if not isinstance(axis, (int, np.integer)):
         axis = ints_of(axis)  # a 0-d integer array too
     if not isinstance(axis, (int, np.integer)):
@@ -217,6 +228,12 @@ def normalize_axes(axis, ndim: int, op: str) -> tuple:
     """Axes as sorted non-negative ints; None means all of them."""
     if axis is None:
         return tuple(range(ndim))
+    if type(axis) is tuple:
+        if len(axis) == 1:
+            return (normalize_axis(axis[0], ndim, op),)
+        if set(map(type, axis)) == _INT and 0 <= min(axis) and max(axis) < ndim and \
+                len(set(axis)) == len(axis):
+            return tuple(sorted(axis))
     if isinstance(axis, array):  # (0-d arrays inside a sequence: normalize_axis)
         axis = ints_of(axis)
     if isinstance(axis, (int, np.integer)):
@@ -341,6 +358,6 @@ def cast(x, npdtype):
     return x if x.dtype == npdtype else x.astype(npdtype)
 
 
-__all__ = ["AxisError", "BadIndex", "NO_PARAMS", "Parts", "SELECT", "array", "multi", "as_array", "broadcast_shapes", "cast",
+__all__ = ["AxisError", "BadIndex", "NO_PARAMS", "Parts", "SELECT", "array", "multi", "as_array", "broadcast_pair", "broadcast_shapes", "cast",
            "check_shape", "const", "dt", "is_scalar", "make", "node", "normalize_axes",
            "normalize_axis", "promote_many", "promote_pair", "resolve", "scalar"]

@@ -513,8 +513,10 @@ def where(condition, x, y, /, *, stream=None):
     """Pick from `x` where `condition` holds, else from `y` (all three broadcast)."""
     st = b.resolve(stream)
     c = b.as_array(condition, "where")
-    (x, y), d = b.promote_many([x, y], "where")
-    shape = b.broadcast_shapes(c._shape, x._shape, y._shape, op="where")
+    x, y, d = b.promote_pair(x, y, "where")
+    cs = c._shape
+    shape = cs if cs == x._shape == y._shape else \
+        b.broadcast_shapes(cs, x._shape, y._shape, op="where")
     return b.node(_WHERE, (c, x, y), shape, d, {"dtype": d.np}, st)
 
 

@@ -119,32 +119,29 @@ def parse_index(a, index, op):
     """An index as (template with input slots, index arrays, shape `a[index]` has)."""
     if not isinstance(index, tuple):
         index = (index,)
-    template, probe, arrays = [], [], []
+    template, arrays = [], []
     for x in index:
         if type(x) is np.ndarray and x.ndim == 0:  # MLX: a scalar index (TypeError if not
             x = operator.index(x)                   # an integer), not an index array
-        if isinstance(x, (list, np.ndarray)) or isinstance(x, b.array):
+        if x is None or x is Ellipsis:
+            template.append(x)
+        elif type(x) is _pyslice:
+            for v in (x.start, x.stop, x.step):
+                if v is not None:
+                    if type(v) is not int and (isinstance(v, bool) or
+                                               not hasattr(type(v), "__index__")):
+                        raise ValueError(f"[{op}] Slice indices must be integers or None.")
+                    _index32(v, op)
+            template.append(x)
+        elif type(x) is int or isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+            template.append(_index32(int(x), op))
+        elif isinstance(x, (list, np.ndarray)) or isinstance(x, b.array):
             x = b.as_array(x, op) if not isinstance(x, b.array) else x
             if x._dtype.kind not in "iu":
                 raise ValueError(f"[{op}] Array indices must be integers, got {x._dtype.name} "
                                  "(boolean masks have a data-dependent shape).")
             template.append(_Slot(len(arrays)))
-            probe.append(np.zeros(x._shape, np.intp))
             arrays.append(x)
-        elif x is None or x is Ellipsis:
-            template.append(x)
-            probe.append(x)
-        elif isinstance(x, _pyslice):
-            for v in (x.start, x.stop, x.step):
-                if v is not None:
-                    if isinstance(v, bool) or not hasattr(type(v), "__index__"):
-                        raise ValueError(f"[{op}] Slice indices must be integers or None.")
-                    _index32(v, op)
-            template.append(x)
-            probe.append(x)
-        elif isinstance(x, (int, np.integer)) and not isinstance(x, bool):
-            template.append(_index32(int(x), op))
-            probe.append(int(x))
         else:  # a float, a bool, a string...: MLX's ValueError
             raise ValueError(f"[{op}] Cannot index an array with {type(x).__name__}.")
     if len(arrays) > 1 and any(x._dtype is b.dt.uint64 for x in arrays) and \
@@ -155,12 +152,12 @@ def parse_index(a, index, op):
         # MLX spells an Ellipsis out as the slices it stands for: one that stands for no
         # axis is no index at all, and leaves the integer indices around it side by side
         # (their dimensions stay in place, where NumPy would move them first)
-        at = next(i for i, s in enumerate(template) if s is Ellipsis)
-        del template[at], probe[at]
-    shape = None if arrays else _basic_shape(a._shape, probe)
+        del template[template.index(Ellipsis)]
+    shape = None if arrays else _basic_shape(a._shape, template)
     if shape is None:  # index arrays, or an index NumPy refuses: its probe words the error
+        probe = fill_index(template, [np.zeros(x._shape, np.intp) for x in arrays])
         try:
-            shape = _dummy(a._shape)[tuple(probe)].shape
+            shape = _dummy(a._shape)[probe].shape
         except IndexError as exc:
             raise b.BadIndex(f"[{op}] {exc} (array shape {a._shape}).") from None
     return tuple(template), arrays, shape
@@ -170,10 +167,7 @@ def _basic_shape(shape, index):
     """The shape of `a[index]` for ints, slices, None and one Ellipsis that fit `shape`
     (NumPy's rules); None for anything else."""
     ndim = len(shape)
-    used = 0
-    for x in index:
-        if x is not None and x is not Ellipsis:
-            used += 1
+    used = len(index) - index.count(None) - index.count(Ellipsis)
     if used > ndim:
         return None
     out, d, ellipsis = [], 0, False
@@ -189,6 +183,9 @@ def _basic_shape(shape, index):
         elif type(x) is int:
             if not -shape[d] <= x < shape[d]:
                 return None
+            d += 1
+        elif x.start is None and x.stop is None and x.step is None:
+            out.append(shape[d])
             d += 1
         else:
             if x.step == 0:
@@ -249,11 +246,11 @@ def _int_indices(indices, op):
 def take(a, /, indices, axis=None, *, stream=None):
     """Elements of `a` at `indices` along `axis` (of the flattened array if None); negative
     indices count from the end, out-of-range ones fail when the op runs."""
-    from .shape import flatten
     a = b.as_array(a, "take")
     pyint = int(indices) if isinstance(indices, int) and -2**31 <= indices < 2**31 else None
     indices = _int_indices(indices if pyint is None else pyint, "take")
     if axis is None:
+        from .shape import flatten
         a, axis = flatten(a, stream=stream), 0
     ax = b.normalize_axis(axis, a.ndim, "take")
     # a Python int index is MLX's slice [i, i + 1), squeezed: an empty array, or an index
@@ -274,7 +271,7 @@ def along_axis_shape(a, indices, axis, op):
         raise ValueError(f"[{op}] Indices of dimension {indices.ndim} does not match array of "
                          f"dimension {a.ndim}.")
     other = a._shape[:axis] + (indices._shape[axis],) + a._shape[axis + 1:]
-    return b.broadcast_shapes(other, indices._shape, op=op)
+    return b.broadcast_pair(other, indices._shape, op)
 
 
 def _take_along(xp, a, indices, axis, shape):
@@ -330,10 +327,10 @@ _TAKE_ALONG = b.make("take_along_axis", _take_along, vjp=_take_along_vjp,
 
 def take_along_axis(a, /, indices, axis=-1, *, stream=None):
     """Pick one element of `a` along `axis` per index (the flattened array if axis is None)."""
-    from .shape import flatten
     a = b.as_array(a, "take_along_axis")
     indices = _int_indices(indices, "take_along_axis")
     if axis is None:  # the flattened `a`; the indices as they are (1-D, or refused), as MLX
+        from .shape import flatten
         a, axis = flatten(a, stream=stream), 0
     ax = b.normalize_axis(axis, a.ndim, "take_along_axis")
     shape = along_axis_shape(a, indices, ax, "take_along_axis")

@@ -171,24 +171,25 @@ def matmul(a, b, /, *, stream=None):
     """Matrix product with NumPy's rules for 1-D inputs and batch broadcasting."""
     st = bl.resolve(stream)
     x, y = bl.as_array(a, "matmul"), bl.as_array(b, "matmul")
-    d = dt.promote_types(x._dtype, y._dtype)
+    d = x._dtype if x._dtype is y._dtype else dt.promote_types(x._dtype, y._dtype)
     _check_inexact("matmul", x._dtype, y._dtype, d)
     return bl.node(_MATMUL, (x, y), product_shape(x, y, "matmul"), d, {"dtype": d.np}, st)
 
 
 def product_shape(x, y, op):
     """The shape of `x @ y` (NumPy's rules for 1-D inputs), with MLX's errors naming `op`."""
-    if x.ndim == 0 or y.ndim == 0:
+    xs, ys = x._shape, y._shape
+    if not xs or not ys:
         raise ValueError(f"[{op}] Got 0 dimension input. Inputs must have at least one "
                          "dimension.")
-    xs = (1,) + x._shape if x.ndim == 1 else x._shape
-    ys = y._shape + (1,) if y.ndim == 1 else y._shape
-    if xs[-1] != ys[-2]:
-        raise ValueError(f"[{op}] Last dimension of first input with shape {x._shape} must "
+    xm = (1,) + xs if len(xs) == 1 else xs
+    ym = ys + (1,) if len(ys) == 1 else ys
+    if xm[-1] != ym[-2]:
+        raise ValueError(f"[{op}] Last dimension of first input with shape {xs} must "
                          f"match second to last dimension of second input with shape "
-                         f"{y._shape}.")
-    batch = bl.broadcast_shapes(xs[:-2], ys[:-2], op=op)
-    return batch + (xs[-2],) * (x.ndim > 1) + (ys[-1],) * (y.ndim > 1)
+                         f"{ys}.")
+    batch = bl.broadcast_pair(xm[:-2], ym[:-2], op)
+    return batch + (xm[-2],) * (len(xs) > 1) + (ym[-1],) * (len(ys) > 1)
 
 
 # -- shared checks -------------------------------------------------------------------------

@@ -24,7 +24,7 @@ def _squeeze_shape(params, shape):
         if shape[ax] != 1:
             raise ValueError(f"[squeeze] Cannot squeeze axis {ax} with size {shape[ax]} which "
                              "is not equal to 1.")
-    return tuple(n for i, n in enumerate(shape) if i not in axes), params
+    return tuple([n for i, n in enumerate(shape) if i not in axes]), params
 
 
 def _batched_axes(axes):
@@ -303,16 +303,16 @@ def transpose(a, /, axes=None, *, stream=None):
     """Permute the axes (reverse them if `axes` is None)."""
     a = b.as_array(a, "transpose")
     if axes is None:
-        axes = tuple(range(a.ndim))[::-1]
-    else:
-        if len(axes) != a.ndim:
-            raise ValueError(f"[transpose] Received {len(axes)} axes for array with "
-                             f"{a.ndim} dimensions.")
-        axes = tuple(axes)
-        if not all(type(x) is int for x in axes) or sorted(axes) != list(range(a.ndim)):
-            axes = tuple(b.normalize_axis(x, a.ndim, "transpose") for x in axes)
-            if len(set(axes)) != len(axes):
-                raise ValueError(f"[transpose] Repeated axes in {axes}.")
+        return b.node(_TRANSPOSE, (a,), a._shape[::-1], a._dtype,
+                      {"axes": tuple(range(a.ndim - 1, -1, -1))}, b.resolve(stream))
+    if len(axes) != a.ndim:
+        raise ValueError(f"[transpose] Received {len(axes)} axes for array with "
+                         f"{a.ndim} dimensions.")
+    axes = tuple(axes)
+    if set(map(type, axes)) != _INT or sorted(axes) != list(range(a.ndim)):
+        axes = tuple(b.normalize_axis(x, a.ndim, "transpose") for x in axes)
+        if len(set(axes)) != len(axes):
+            raise ValueError(f"[transpose] Repeated axes in {axes}.")
     return _permuted(a, axes, stream)
 
 
@@ -325,9 +325,10 @@ def _permuted(a, axes, stream):
 def swapaxes(a, /, axis1, axis2, *, stream=None):
     """Swap two axes."""
     a = b.as_array(a, "swapaxes")
-    i = b.normalize_axis(axis1, a.ndim, "swapaxes")
-    j = b.normalize_axis(axis2, a.ndim, "swapaxes")
-    axes = list(range(a.ndim))
+    n = len(a._shape)
+    i = b.normalize_axis(axis1, n, "swapaxes")
+    j = b.normalize_axis(axis2, n, "swapaxes")
+    axes = list(range(n))
     axes[i], axes[j] = axes[j], axes[i]
     return _permuted(a, tuple(axes), stream)
 
@@ -339,11 +340,11 @@ def expand_dims(a, /, axis, *, stream=None):
         axis = b.ints_of(axis)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else \
         tuple(b.seq_arg(axis, "expand_dims", "axis"))
-    axes = b.normalize_axes(axes, a.ndim + len(axes), "expand_dims")
+    axes = b.normalize_axes(axes, len(a._shape) + len(axes), "expand_dims")
     if not axes:
         return b.alias(a)
-    shape, _ = _expand_shape({"axis": axes}, a._shape)
-    return b.node(_EXPAND, (a,), shape, a._dtype, {"axis": axes}, b.resolve(stream))
+    shape, params = _expand_shape({"axis": axes}, a._shape)
+    return b.node(_EXPAND, (a,), shape, a._dtype, params, b.resolve(stream))
 
 
 def squeeze(a, /, axis=None, *, stream=None):
@@ -351,13 +352,13 @@ def squeeze(a, /, axis=None, *, stream=None):
     a = b.as_array(a, "squeeze")
     st = b.resolve(stream)  # checked also when nothing is squeezed, as MLX checks it
     if axis is None:
-        axes = tuple(i for i, n in enumerate(a._shape) if n == 1)
+        axes = tuple([i for i, n in enumerate(a._shape) if n == 1])
     else:
-        axes = b.normalize_axes(axis, a.ndim, "squeeze")
-    shape, _ = _squeeze_shape({"axis": axes}, a._shape)
+        axes = b.normalize_axes(axis, len(a._shape), "squeeze")
+    shape, params = _squeeze_shape({"axis": axes}, a._shape)
     if not axes:
         return b.alias(a)
-    return b.node(_SQUEEZE, (a,), shape, a._dtype, {"axis": axes}, st)
+    return b.node(_SQUEEZE, (a,), shape, a._dtype, params, st)
 
 
 def broadcast_to(a, /, shape, *, stream=None):
@@ -377,9 +378,10 @@ def concatenate(arrays, /, axis=0, *, stream=None):
     arrays = [b.as_array(x, "concatenate") for x in b.sequence(arrays, "concatenate")]
     if not arrays:
         raise ValueError("[concatenate] No arrays to concatenate.")
-    arrays, d = b.promote_many(arrays, "concatenate")
-    if any(x._dtype is not d for x in arrays):  # as MLX: the kernel joins one dtype's
-        from .creation import astype            # elements (on a GPU, bfloat16's bits)
+    d = arrays[0]._dtype
+    if len(set([x._dtype for x in arrays])) > 1:  # as MLX: the kernel joins one dtype's
+        from .creation import astype             # elements (on a GPU, bfloat16's bits)
+        arrays, d = b.promote_many(arrays, "concatenate")
         arrays = [x if x._dtype is d else astype(x, d, stream=stream) for x in arrays]
     if axis is None:
         arrays = [flatten(x, stream=stream) for x in arrays]
@@ -387,13 +389,14 @@ def concatenate(arrays, /, axis=0, *, stream=None):
     ax = b.normalize_axis(axis, arrays[0].ndim, "concatenate")
     first = arrays[0]._shape
     head, tail = first[:ax], first[ax + 1:]
+    size = first[ax]
     for x in arrays[1:]:
         s = x._shape
         if len(s) != len(first) or s[:ax] != head or s[ax + 1:] != tail:
             raise ValueError(f"[concatenate] All input shapes must match except along axis "
                              f"{ax}; got {first} and {s}.")
-    shape = first[:ax] + (dims.dim(sum(x._shape[ax] for x in arrays), "concatenate"),) + \
-        first[ax + 1:]
+        size += s[ax]
+    shape = head + (dims.dim(size, "concatenate"),) + tail
     return b.node(_CONCAT, tuple(arrays), shape, d, {"axis": ax, "dtype": d.np},
                   b.resolve(stream))
 
@@ -474,14 +477,16 @@ def unflatten(a, /, axis, shape, *, stream=None):
     """Split axis `axis` into `shape` (one entry may be -1)."""
     a = b.as_array(a, "unflatten")
     ax = b.normalize_axis(axis, a.ndim, "unflatten")
-    shape = tuple(operator.index(n) for n in b.seq_arg(shape, "unflatten", "shape"))
+    if type(shape) is not tuple or set(map(type, shape)) != _INT:
+        shape = tuple([operator.index(n) for n in b.seq_arg(shape, "unflatten", "shape")])
     if not shape:
         raise ValueError("[unflatten] Shape to unflatten to cannot be empty.")
     if shape.count(-1) > 1:
         raise ValueError("[unflatten] Can only infer one dimension.")
     n = a._shape[ax]
-    known = math.prod(s for s in shape if s != -1)
+    known = math.prod(shape)
     if -1 in shape:
+        known = -known  # the product of the others
         if known == 0 or n % known:
             raise ValueError(f"[unflatten] Cannot unflatten axis {axis} with size {n} into "
                              f"shape {shape}.")
