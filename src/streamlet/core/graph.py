@@ -170,10 +170,6 @@ class Tracing:
     def here(self) -> bool:
         return self.depth > 0 and self._here.depth > 0
 
-    def outermost(self) -> bool:
-        """Whether the calling thread is inside exactly one transform."""
-        return self._here.depth == 1
-
 
 TRACING = Tracing()
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import operator
 
-from . import forward_start, trees
+from . import trees
 from .array import array, const, node, node_of, wrap
 from .graph import SHAPELESS, TRACING, Node, Primitive
 from . import ops as _ops
@@ -438,12 +438,8 @@ def _value_and_grad(fun, nums, names, tag, scalar_only):
                 trees.restore(wanted, starts, flat)
             outs = _loss_outputs(value, tag, scalar_only)
             loss = outs[0]
-            release = forward_start.start(loss, flat) if TRACING.outermost() and \
-                not SHAPELESS.on else None
             cot = _pair_cotangents([loss], [const(1.0, loss._dtype)], tag[1:-1])
             grads = vjp_nodes([loss._node], starts, cot, range(len(flat)))
-        if release is not None:
-            release()
         grads = [g if g is not None else _zeros_like(a) for g, a in zip(grads, flat)]
         value = _stop_aux(value)
         return value, _regroup(slots, wanted, parts, grads, len(nums), bool(names))
