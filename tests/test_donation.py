@@ -93,6 +93,21 @@ def test_gradients_see_the_forward_values():
     np.testing.assert_allclose(np.array(grad), want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("op", ["multiply", "divide", "maximum"])
+def test_an_eval_inside_a_traced_function_writes_into_no_input_a_rule_reads(mlx, op):
+    """`z = op(w, exp(x))` run by an eval inside the function: exp(x) is held by z
+    alone then, but the gradient of w reads it later."""
+    w0, x0 = fresh(4), fresh(5)
+
+    def loss(M):
+        def f(w, x):
+            z = getattr(M, op)(w, M.exp(x))
+            M.eval(z)
+            return M.sum(z * z)
+        return M.grad(f)(M.array(w0), M.array(x0))
+    np.testing.assert_allclose(np.array(loss(mx)), np.array(loss(mlx)), rtol=1e-5, atol=1e-5)
+
+
 def test_threads_each_donating_on_their_own_streams():
     errors = []
 
