@@ -29,7 +29,8 @@ def product_kernel(fn):
     bfloat16 products accumulate in float32 and round once, as MLX's CPU gemm does."""
     def kernel(xp, *operands, dtype, **params):
         work = dt.float32.np if dtype in _HALF else dtype
-        out = xp.asarray(fn(xp, *(bl.cast(x, work) for x in operands), **params))
+        out = xp.asarray(fn(xp, *[x if x.dtype == work else x.astype(work) for x in operands],
+                            **params))
         return out.astype(dtype) if out.dtype != dtype else out
     kernel.__name__ = fn.__name__
     return kernel
