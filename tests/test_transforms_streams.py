@@ -265,3 +265,32 @@ def test_graph_of_an_escaped_tracer_is_freed_after_eval():
     mx.eval(y)
     np.testing.assert_allclose(np.array(y), np.sin([1.0, 2.0]) * 3, rtol=1e-6)
     assert y._node.prim is None and y._node.inputs == ()  # no transform keeps it now
+
+
+def test_another_threads_transform_keeps_no_graph_of_this_threads_results():
+    """A tracer keeps its graph once run only while its own transform runs: a training
+    thread's kept losses let go of their activations though another thread is inside a
+    transform meanwhile."""
+    inside, leave = threading.Event(), threading.Event()
+
+    def held_open(x):
+        inside.set()
+        assert leave.wait(30)
+        return mx.sum(x * x)
+    other = threading.Thread(target=lambda: mx.grad(held_open)(mx.ones((3,))))
+    other.start()
+    try:
+        assert inside.wait(30)
+        kept = []
+        for k in range(3):
+            w = mx.array(np.full((4, 4), k + 1.0, np.float32))
+            loss, g = mx.value_and_grad(lambda w: mx.sum(mx.tanh(w @ w)))(w)
+            mx.eval(loss, g)
+            kept.append(loss)
+        for loss in kept:
+            assert loss._node.prim is None and loss._node.inputs == ()
+        np.testing.assert_allclose(np.array(kept[0]), np.tanh(np.full((4, 4), 4.0)).sum(),
+                                   rtol=1e-6)
+    finally:
+        leave.set()
+        other.join()

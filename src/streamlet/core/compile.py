@@ -131,7 +131,7 @@ class Tape:
             if traced:
                 for i in ins:
                     if i.tracer:
-                        n.tracer = True
+                        n.tracer = TRACING.token()
                         break
             values.append(n)
         if made is not None:
@@ -274,7 +274,7 @@ def _signature(tree, flat, key, shapeless, captured=False):
 
 def _placeholder(a):
     p = Node(a._shape, a._dtype)
-    p.tracer = True
+    p.tracer = TRACING.token()
     return wrap(p)
 
 

@@ -107,8 +107,9 @@ class Node:
     `stream`), then its `data` or its `error`.
 
     A node never changes meaning.  Leaves (constants, `mx.array` values) have no `prim`;
-    so has a computed node once it has run, unless a transform traces it (`tracer`):
-    then it keeps its `prim` and `inputs` for the transform to walk.  `seq` is its
+    so has a computed node once it has run, unless a transform traces it (`tracer`, the
+    transform's `_Token`): then it keeps its `prim` and `inputs` for the transform to walk
+    while that transform runs.  `seq` is its
     number on its stream's timeline (0: not scheduled, -1: being ordered by eval);
     `birth` orders nodes as they were built, producers first.
     """
@@ -137,6 +138,19 @@ class Node:
 
 class _Here(threading.local):
     depth = 0
+    token = None  # the outermost transform's, while this thread is inside one
+
+
+class _Token:
+    """What a tracer node is marked with (`Node.tracer`): the outermost transform of the
+    thread that built it, `live` while that transform runs.  Until then the node keeps
+    its graph once it has run, whichever thread runs it; another thread's transform does
+    not keep it."""
+
+    __slots__ = ("live",)
+
+    def __init__(self):
+        self.live = True
 
 
 class Tracing:
@@ -159,16 +173,27 @@ class Tracing:
     def __enter__(self):
         with self._lock:
             self.depth += 1
-        self._here.depth += 1
+        here = self._here
+        if not here.depth:
+            here.token = _Token()
+        here.depth += 1
         return self
 
     def __exit__(self, *exc):
-        self._here.depth -= 1
+        here = self._here
+        here.depth -= 1
+        if not here.depth:
+            here.token.live = False
+            here.token = None
         with self._lock:
             self.depth -= 1
 
     def here(self) -> bool:
         return self.depth > 0 and self._here.depth > 0
+
+    def token(self):
+        """The mark of the tracer nodes this thread builds now (None outside a transform)."""
+        return self._here.token
 
 
 TRACING = Tracing()

@@ -36,7 +36,7 @@ def _tracer(a) -> array:
     n = a._node
     t = node_of(COPY, (n,), n.shape, n.dtype, None,
                 n.stream if n.prim is not None else resolve(None))
-    t._node.tracer = True
+    t._node.tracer = TRACING.token()
     return t
 
 

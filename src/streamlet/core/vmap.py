@@ -195,7 +195,7 @@ def _trace_inputs(inputs, axes):
             out.append(x)
             continue
         p = Node(x._shape[:ax] + x._shape[ax + 1:], x._dtype)
-        p.tracer = True
+        p.tracer = TRACING.token()
         out.append(wrap(p))
     return out
 
