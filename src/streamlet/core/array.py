@@ -311,7 +311,7 @@ def node_of(prim, ins, shape, dtype, params, state) -> array:
     if TRACING.depth:
         for i in ins:
             if i.tracer:
-                n.tracer = TRACING.token()
+                n.tracer = TRACING.mark(ins)
                 break
     a = array.__new__(array)
     a._node, a._shape, a._dtype = n, shape, dtype

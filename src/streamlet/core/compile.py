@@ -89,8 +89,7 @@ class Tape:
         values.extend(self.constants)
         current = resolve(None)
         own = {st: resolve(h) for st, h in self.stand_ins.items()} if self.stand_ins else None
-        traced = TRACING.depth and TRACING.here() and \
-            any(v.tracer for v in values[:self.n_inputs])
+        traced = TRACING.traces(values[:self.n_inputs])
         steps, outputs = self.steps, self.outputs
         if current.gpu:
             if self.gpu_refuses is None:
@@ -131,7 +130,7 @@ class Tape:
             if traced:
                 for i in ins:
                     if i.tracer:
-                        n.tracer = TRACING.token()
+                        n.tracer = TRACING.mark(ins)
                         break
             values.append(n)
         if made is not None:
@@ -356,7 +355,7 @@ class _Compiled:
         n_args = len(flat)
         if self.inputs is not None:
             _signature(self.inputs, flat, key, self.shapeless, captured=True)
-        if TRACING.depth and TRACING.here() and any(x._node.tracer for x in flat):
+        if TRACING.depth and TRACING.traces([x._node for x in flat]):
             # called by a transform (or an outer compile's trace): as in MLX, the
             # function itself runs, so the transform sees its graph (not compiled)
             return self.fun(*args, **kwargs)

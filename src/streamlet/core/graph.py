@@ -153,12 +153,30 @@ class _Token:
         self.live = True
 
 
+class _Tokens:
+    """The mark of a node built from tracers of other threads' live transforms (a thread
+    working for a transform, in one of its own or none): live while any of `parts` (plain
+    `_Token`s) is, as each of those transforms may walk it."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    @property
+    def live(self):
+        for p in self.parts:
+            if p.live:
+                return True
+        return False
+
+
 class Tracing:
     """How many transforms are tracing a function now, in any thread.
 
-    While one is, nodes built from tracer inputs are tracers too and keep their graph
-    once they have run, so the transform can walk it after an `eval` inside the traced
-    function.  `with TRACING:` counts one transform in.  `here()`: whether the calling
+    While one is, nodes built from tracer inputs are tracers too (`mark`) and, while
+    their transform runs, keep their graph once they have run, so the transform can walk
+    it after an `eval` inside the traced function.  `with TRACING:` counts one transform in.  `here()`: whether the calling
     thread is inside one (a transform's results stay tracers, and another thread's
     transform must not make them count as inside this thread's).
     """
@@ -194,6 +212,37 @@ class Tracing:
     def token(self):
         """The mark of the tracer nodes this thread builds now (None outside a transform)."""
         return self._here.token
+
+    def traces(self, nodes):
+        """Whether a transform traces work on `nodes` now: one is a tracer, and this thread
+        is inside a transform or that tracer's is live (this thread works for another's)."""
+        if not self.depth:
+            return False
+        here = self._here.depth > 0
+        for n in nodes:
+            t = n.tracer
+            if t and (here or t.live):
+                return True
+        return False
+
+    def mark(self, ins):
+        """The mark of a node built now from the nodes `ins`, one of them a tracer: this
+        thread's token, with the live marks of inputs another thread's transform traces
+        (None where neither is: tracers of transforms that have ended, in no transform)."""
+        own = self._here.token
+        parts = None
+        for i in ins:
+            t = i.tracer
+            if not t or t is own:
+                continue
+            for p in (t.parts if type(t) is _Tokens else (t,)):
+                if p is not own and p.live and (parts is None or p not in parts):
+                    parts = [p] if parts is None else parts + [p]
+        if parts is None:
+            return own
+        if own is None and len(parts) == 1:
+            return parts[0]
+        return _Tokens(tuple(parts) if own is None else (own, *parts))
 
 
 TRACING = Tracing()
