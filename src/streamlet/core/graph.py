@@ -109,9 +109,9 @@ class Node:
     A node never changes meaning.  Leaves (constants, `mx.array` values) have no `prim`;
     so has a computed node once it has run, unless a transform traces it (`tracer`, the
     transform's `_Token`): then it keeps its `prim` and `inputs` for the transform to walk
-    while that transform runs.  `seq` is its
-    number on its stream's timeline (0: not scheduled, -1: being ordered by eval);
-    `birth` orders nodes as they were built, producers first.
+    while that transform runs.  `seq` is its number on its stream's timeline (0: not
+    scheduled, -1: being ordered by eval); `birth` orders nodes as they were built,
+    producers first.
     """
 
     __slots__ = ("shape", "dtype", "prim", "inputs", "params", "stream", "seq", "birth",
@@ -176,9 +176,10 @@ class Tracing:
 
     While one is, nodes built from tracer inputs are tracers too (`mark`) and, while
     their transform runs, keep their graph once they have run, so the transform can walk
-    it after an `eval` inside the traced function.  `with TRACING:` counts one transform in.  `here()`: whether the calling
-    thread is inside one (a transform's results stay tracers, and another thread's
-    transform must not make them count as inside this thread's).
+    it after an `eval` inside the traced function.  `with TRACING:` counts one transform
+    in.  `here()`: whether the calling thread is inside one (a transform's results stay
+    tracers, and another thread's transform must not make them count as inside this
+    thread's).
     """
 
     __slots__ = ("depth", "_lock", "_here")

@@ -358,6 +358,7 @@ def cast(x, npdtype):
     return x if x.dtype == npdtype else x.astype(npdtype)
 
 
-__all__ = ["AxisError", "BadIndex", "NO_PARAMS", "Parts", "SELECT", "array", "multi", "as_array", "broadcast_pair", "broadcast_shapes", "cast",
-           "check_shape", "const", "dt", "is_scalar", "make", "node", "normalize_axes",
-           "normalize_axis", "promote_many", "promote_pair", "resolve", "scalar"]
+__all__ = ["AxisError", "BadIndex", "NO_PARAMS", "Parts", "SELECT", "array", "multi",
+           "as_array", "broadcast_pair", "broadcast_shapes", "cast", "check_shape", "const",
+           "dt", "is_scalar", "make", "node", "normalize_axes", "normalize_axis",
+           "promote_many", "promote_pair", "resolve", "scalar"]
