@@ -240,6 +240,33 @@ def test_sums_over_leading_axes_are_full_float32(shape, axis, keepdims, monkeypa
                                rtol=2.0 ** -7, atol=2.0 ** -7 * np.abs(x).sum(axis).max())
 
 
+def test_a_kept_row_of_ones_is_filled_after_its_streams_queued_work():
+    """The row of ones a sum multiplies by is made on the current stream: a block CuPy's
+    pool recycles for it, whose last writer is still queued behind long GEMMs, is written
+    by that writer first (a copy from the host on the legacy stream came before it, and
+    the row became 7s for the rest of the process)."""
+    from streamlet.backend import cuda_constants, cuda_reduce
+    n = 3001  # a row length no other test sums over: its block is alone in its bin
+    key = (cp.cuda.runtime.getDevice(), ("ones", n))
+    cuda_constants._kept.pop(key, None)
+    s = cp.cuda.Stream(non_blocking=True)  # as the backend's streams (a pool arena of its own)
+    try:
+        with s:
+            a = cp.ones((4096, 4096), cp.float32)
+            b = cp.empty_like(a)
+            for _ in range(10):  # tens of ms queued, freeing nothing
+                cp.matmul(a, a, out=b)
+                cp.matmul(b, b, out=a)
+            tmp = cp.empty((1, n), cp.float32)
+            tmp.fill(7)  # queued behind the GEMMs
+            del tmp  # the block goes back to s's arena with its write still queued
+            row = cuda_reduce._row_of_ones(n)
+            s.synchronize()
+        assert (row.get() == 1).all(), row.get()[0, :8]
+    finally:
+        cuda_constants._kept.pop(key, None)
+
+
 def test_a_fused_kernel_run_on_demand_keeps_its_input_from_another_stream():
     """A Lazy of s2 reading a value of s1, launched on demand (a matmul reads it) behind
     long GEMMs: the value, released on the host meanwhile, is not reused by s1 early."""

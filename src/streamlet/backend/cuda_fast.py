@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core import fast
 from .cuda import BF16, BF16_BITS, BF16_NP, _bf16_inputs, _to_bf16
+from .cuda_constants import constant
 from .cuda_fuse import CTYPE
 
 _F32 = np.dtype(np.float32)
@@ -95,7 +96,6 @@ extern "C" __global__ void k(const TX* x, const OT* offset, const float* inv, TX
 
 _C = {_F32: "float", BF16_NP: "unsigned short"}
 _kernels: dict = {}
-_freqs: dict = {}  # (device, half, base) -> RoPE's default inverse frequencies on the device
 
 
 def _kernel(source, **types):
@@ -150,11 +150,8 @@ def _inverse_frequencies(half, base, freqs):
         f = freqs[0]
         f = _bf16_inputs([f], {})[0][0] if type(f) is BF16 else f
         return np.float32(1) / f.astype(_F32)
-    key = (cp.cuda.Device().id, half, base)
-    inv = _freqs.get(key)
-    if inv is None:
-        inv = _freqs[key] = cp.ascontiguousarray(fast._inv_freqs(cp, half, base))
-    return inv
+    return constant(("rope", half, base),
+                    lambda: cp.ascontiguousarray(fast._inv_freqs.__wrapped__(cp, half, base)))
 
 
 def rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):

@@ -11,18 +11,15 @@ the others, run the CPU's kernel on CuPy arrays (`reduction.KERNELS`).
 """
 from __future__ import annotations
 
-import threading
-
 import cupy as cp
 import numpy as np
 
 from ..core.ops.reduction import KERNELS
+from .cuda_constants import constant
 from .cuda_gemm import gemm
 
 _F32 = np.dtype(np.float32)
 MAX_ROWS = 8192
-_ones: dict = {}  # (device, n) -> a (1, n) row of float32 ones, kept for the process
-_lock = threading.Lock()
 
 
 def total(xp, a, axis, keepdims, dtype):
@@ -41,15 +38,4 @@ def total(xp, a, axis, keepdims, dtype):
 
 
 def _row_of_ones(n):
-    """Written by a synchronous copy, so that every stream of the device reads it filled."""
-    key = (cp.cuda.runtime.getDevice(), n)
-    row = _ones.get(key)
-    if row is None:
-        with _lock:
-            row = _ones.get(key)
-            if row is None:
-                row = cp.empty((1, n), _F32)
-                host = np.ones(n, _F32)
-                row.data.copy_from_host(host.ctypes.data, host.nbytes)
-                _ones[key] = row
-    return row
+    return constant(("ones", n), lambda: cp.ones((1, n), _F32))
