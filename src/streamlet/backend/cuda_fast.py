@@ -151,7 +151,7 @@ def _inverse_frequencies(half, base, freqs):
         f = _bf16_inputs([f], {})[0][0] if type(f) is BF16 else f
         return np.float32(1) / f.astype(_F32)
     return constant(("rope", half, base),
-                    lambda: cp.ascontiguousarray(fast._inv_freqs.__wrapped__(cp, half, base)))
+                    lambda: cp.ascontiguousarray(fast._inv_freqs(cp, half, base)))
 
 
 def rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):

@@ -269,16 +269,24 @@ def _exp_as_mlx(xp, x):
     return xp.where(x > 88, np.float32(np.inf), xp.where(x < -88, np.float32(0), out))
 
 
-@functools.lru_cache(maxsize=64)
 def _inv_freqs(xp, half, base):
-    """RoPE's default frequencies, base^(-i / half): the same for every call of a layer."""
+    """RoPE's default frequencies, base^(-i / half): the same for every call of a layer
+    (kept on the host; a GPU's are kept by its backend, `cuda_constants`)."""
+    return _host_inv_freqs(half, base) if xp is np else _frequencies(xp, half, base)
+
+
+@functools.lru_cache(maxsize=64)
+def _host_inv_freqs(half, base):
+    inv = _frequencies(np, half, base)
+    inv.flags.writeable = False
+    return inv
+
+
+def _frequencies(xp, half, base):
     # MLX takes the log of the float32 base in float32 (0: -inf, negative: NaN), then / half
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = _F32(np.log(np.float64(_F32(base)))) / _F32(half)
-        inv = _exp_as_mlx(xp, xp.arange(0, -half, -1, dtype=_F32) * rate)
-    if xp is np:
-        inv.flags.writeable = False
-    return inv
+        return _exp_as_mlx(xp, xp.arange(0, -half, -1, dtype=_F32) * rate)
 
 
 def _rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
