@@ -68,6 +68,24 @@ def test_put_along_axis_broadcasts_indices_and_values_together(mlx, a, idx, vals
     assert_same(mlx, program)
 
 
+@pytest.mark.parametrize("values", ["rows", "leading_one"])
+def test_put_along_axis_shapeless_follows_new_rows(mlx, values):
+    """Compiled shapeless, the broadcast of the indices and the values is the op's shape
+    rule's, so other row counts replay (no node of the traced shape in between)."""
+    def program(M):
+        f = M.compile(lambda a, i, v: M.put_along_axis(a, i, v, axis=1), shapeless=True)
+        out = []
+        for n in (3, 4, 2):
+            a = M.arange(n * 5).reshape(n, 5).astype(M.float32)
+            if values == "rows":
+                i, v = M.array([[0, 2]]), M.arange(2 * n).reshape(n, 2).astype(M.float32)
+            else:
+                i, v = M.zeros((n, 1), M.int32) + 3, M.ones((1, n, 1)) * 7
+            out.append(f(a, i, v))
+        return out
+    assert_same(mlx, program)
+
+
 def test_top_k_filter_puts_a_scalar_along_the_last_axis(mlx):
     """mlx-lm's top-k filter: -inf put at argpartition's tail, then a categorical draw."""
     def program(M):

@@ -52,6 +52,9 @@ class _Step:
         self.params, self.stream = params, stream
 
 
+_SHAPED_KEPT = 16  # input shapes whose step shapes a shapeless tape keeps
+
+
 class Tape:
     """A traced function: values 0..n_inputs-1 are the call's inputs, then the trace's
     constants, then one value per step; `outputs` index the values.  `fused` is the
@@ -79,9 +82,8 @@ class Tape:
             # checked where a transform's rules were traced (SHAPELESS.ruled)
             self.broadcasts = {} if input_shapes is None else \
                 _broadcasts(steps, list(input_shapes) + [n.shape for n in constants])
-            self.followed = set()  # the input shapes the broadcasts were checked at
         # a shapeless replay's step shapes and params, by the input shapes (and whether the
-        # steps are the unfused ones)
+        # steps are the unfused ones), their broadcasts checked
         self.shaped = {}
 
     def replay(self, inputs):
@@ -107,11 +109,11 @@ class Tape:
             key = tuple([v.shape for v in values[:self.n_inputs]])
             if self.fixed is not None and key != self.fixed:
                 raise NewShapes  # traced again at these shapes
-            if self.broadcasts:
-                self._check_broadcasts(values)
             key = (steps is self.steps, key)
             shaped = self.shaped.get(key)
             if shaped is None:
+                if self.broadcasts:
+                    self._check_broadcasts(values)
                 made = []
         for k, s in enumerate(steps):
             ins = tuple([values[r] for r in s.refs])
@@ -142,9 +144,6 @@ class Tape:
     def _check_broadcasts(self, values):
         """Raise NewShapes where the new shapes broadcast a step's inputs along other axes
         than the trace did (its gradient rules summed along the trace's)."""
-        key = tuple([v.shape for v in values[:self.n_inputs]])
-        if key in self.followed:
-            return
         shapes = [(v.shape, v.params) for v in values]
         for k, s in enumerate(self.steps):
             ins = [shapes[r] for r in s.refs]
@@ -159,7 +158,6 @@ class Tape:
             if axes is not None and _broadcast_axes([i[0] for i in ins], shape) != axes:
                 raise NewShapes
             shapes.append((shape, params))
-        self.followed.add(key)
 
     def _for_gpu(self, values):
         """Whether a step on the caller's stream computes in float64, which the GPU
@@ -228,9 +226,6 @@ def _broadcasts(steps, shapes):
     kinds = _broadcasting()
     return {k: _broadcast_axes([shapes[r] for r in s.refs], s.shape)
             for k, s in enumerate(steps) if s.prim.shape in kinds}
-
-
-_SHAPED_KEPT = 16  # input shapes whose step shapes a shapeless tape keeps
 
 
 def _new_shape(step, ins):

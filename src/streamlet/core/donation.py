@@ -16,6 +16,7 @@ import sys
 import numpy as np
 
 from . import dtypes
+from .graph import keeps_graph
 from .memory import TRACK_BYTES
 
 # Not the half types: their kernels compute in float32 and round once, as MLX's do.
@@ -28,7 +29,7 @@ def donor(node, args, at_least=TRACK_BYTES):
     result into, or None; smaller buffers than `at_least` bytes are not worth the check.
     A node a transform keeps (an eval inside a traced function runs it) takes none: the
     transform's rules read its inputs later."""
-    if node.dtype not in _TYPES or node.tracer and node.tracer.live:
+    if node.dtype not in _TYPES or keeps_graph(node):
         return None
     shape, dtype, inputs = node.shape, node.dtype.np, node.inputs
     for i in range(len(args)):  # no iterator's tuple holding the items: fixed counts

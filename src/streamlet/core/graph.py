@@ -11,8 +11,9 @@ class Primitive:
     the rules the function transforms apply to it.
 
     `kernel(xp, *inputs, **params)` serves NumPy and CuPy alike; `gpu`, a GpuKernel,
-    overrides it on the GPU where a hand-written kernel pays or CuPy differs.  The rules are built from ops (they
-    see arrays, not buffers), and run on the forward node's stream:
+    overrides it on the GPU where a hand-written kernel pays or CuPy differs.  The rules
+    are built from ops (they see arrays, not buffers), and run on the forward node's
+    stream:
 
     - `vjp(cotangent, output, *primals, **params)`: one cotangent per primal (None for
       an input with no gradient, e.g. an integer index);
@@ -107,9 +108,9 @@ class Node:
     `stream`), then its `data` or its `error`.
 
     A node never changes meaning.  Leaves (constants, `mx.array` values) have no `prim`;
-    so has a computed node once it has run, unless a transform traces it (`tracer`, the
-    transform's `_Token`): then it keeps its `prim` and `inputs` for the transform to walk
-    while that transform runs.  `seq` is its number on its stream's timeline (0: not
+    so has a computed node once it has run, unless a transform traces it (`tracer`: its
+    mark, a `_Token` or `_Tokens`): then it keeps its `prim` and `inputs` for the
+    transform to walk while that transform runs (`keeps_graph`).  `seq` is its number on its stream's timeline (0: not
     scheduled, -1: being ordered by eval); `birth` orders nodes as they were built,
     producers first.
     """
@@ -129,7 +130,7 @@ class Node:
         self.birth = next(_births) if prim is not None else 0
         self.data = data
         self.error = None
-        self.tracer = False
+        self.tracer = None
 
     def __repr__(self):
         what = self.prim.name if self.prim is not None else "leaf"
@@ -169,6 +170,12 @@ class _Tokens:
             if p.live:
                 return True
         return False
+
+
+def keeps_graph(node) -> bool:
+    """Whether `node`, run, keeps its graph: a transform that may walk it still runs."""
+    t = node.tracer
+    return t is not None and t.live
 
 
 class Tracing:

@@ -27,6 +27,7 @@ import warnings
 import weakref
 
 from ..backend import for_device_type
+from .graph import keeps_graph
 from .memory import TRACK_BYTES, track as track_memory
 from .timeline import TIMELINE
 
@@ -198,7 +199,7 @@ def cancel_nodes(nodes, start, why, state=None):
                 with state.lock:
                     state.errors.append(node.error)
                 state = None  # one error per stream is enough for synchronize
-        if not (node.tracer and node.tracer.live):
+        if not keeps_graph(node):
             node.prim = None
             node.inputs = ()
             node.params = None
@@ -237,7 +238,7 @@ def run_node(node, state):
         report(node.error, state)
     if t:
         TIMELINE.end(node, state, t)
-    if not (node.tracer and node.tracer.live):
+    if not keeps_graph(node):
         node.prim = None
         node.inputs = ()
         node.params = None

@@ -36,7 +36,8 @@ def _tracer(a) -> array:
     n = a._node
     t = node_of(COPY, (n,), n.shape, n.dtype, None,
                 n.stream if n.prim is not None else resolve(None))
-    # the copy of another thread's tracer keeps that transform's mark (`Tracing.mark`)
+    # a tracer input gave the copy its mark (`Tracing.mark`: another thread's too); else
+    # this thread's
     t._node.tracer = t._node.tracer or TRACING.token()
     return t
 

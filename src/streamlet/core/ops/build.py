@@ -28,6 +28,11 @@ _INT64 = (-2**63, 2**63 - 1)  # the Python ints an operand may be (dt.check_int6
 _INT = {int}
 
 
+def plain_ints(seq) -> bool:
+    """Whether every item of `seq` is a Python int (not a bool, not a NumPy int)."""
+    return set(map(type, seq)) == _INT
+
+
 def is_scalar(x) -> bool:
     return type(x) in _PY_SCALARS or (isinstance(x, numbers.Number)
                                       and not isinstance(x, np.ndarray))
@@ -231,7 +236,7 @@ def normalize_axes(axis, ndim: int, op: str) -> tuple:
     if type(axis) is tuple:
         if len(axis) == 1:
             return (normalize_axis(axis[0], ndim, op),)
-        if set(map(type, axis)) == _INT and 0 <= min(axis) and max(axis) < ndim and \
+        if plain_ints(axis) and 0 <= min(axis) and max(axis) < ndim and \
                 len(set(axis)) == len(axis):
             return tuple(sorted(axis))
     if isinstance(axis, array):  # (0-d arrays inside a sequence: normalize_axis)

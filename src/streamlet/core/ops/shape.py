@@ -246,7 +246,7 @@ def reshape(a, /, shape, *, stream=None):
         shape = (shape,) if isinstance(shape, (int, np.integer)) else \
             b.seq_arg(shape, "reshape", "shape")
     spec = tuple(shape)
-    if spec and not (set(map(type, spec)) == _INT and -1 <= min(spec) and
+    if spec and not (b.plain_ints(spec) and -1 <= min(spec) and
                      max(spec) <= dims.HIGH):  # checked one by one
         spec = tuple(dims.dim(operator.index(n), "reshape") for n in spec)
         if any(n < -1 for n in spec):
@@ -257,9 +257,6 @@ def reshape(a, /, shape, *, stream=None):
     if shape == a._shape:
         return b.alias(a, b.resolve(stream))
     return b.node(_RESHAPE, (a,), shape, a._dtype, {"shape": spec}, b.resolve(stream))
-
-
-_INT = {int}
 
 
 def _bad_spec(spec):
@@ -309,7 +306,7 @@ def transpose(a, /, axes=None, *, stream=None):
         raise ValueError(f"[transpose] Received {len(axes)} axes for array with "
                          f"{a.ndim} dimensions.")
     axes = tuple(axes)
-    if set(map(type, axes)) != _INT or sorted(axes) != list(range(a.ndim)):
+    if not b.plain_ints(axes) or sorted(axes) != list(range(a.ndim)):
         axes = tuple(b.normalize_axis(x, a.ndim, "transpose") for x in axes)
         if len(set(axes)) != len(axes):
             raise ValueError(f"[transpose] Repeated axes in {axes}.")
@@ -477,7 +474,7 @@ def unflatten(a, /, axis, shape, *, stream=None):
     """Split axis `axis` into `shape` (one entry may be -1)."""
     a = b.as_array(a, "unflatten")
     ax = b.normalize_axis(axis, a.ndim, "unflatten")
-    if type(shape) is not tuple or set(map(type, shape)) != _INT:
+    if type(shape) is not tuple or not b.plain_ints(shape):
         shape = tuple([operator.index(n) for n in b.seq_arg(shape, "unflatten", "shape")])
     if not shape:
         raise ValueError("[unflatten] Shape to unflatten to cannot be empty.")

@@ -20,14 +20,25 @@ _pyslice = builtins.slice
 
 def _fits(value_shape, target, op):
     """Check `value_shape` broadcasts to `target` (extra leading 1s allowed, as in NumPy)."""
+    shape = _without_leading_ones(value_shape, target, op)
+    if b.broadcast_shapes(shape, target, op=op) != tuple(target):
+        raise _unbroadcastable(value_shape, target, op)
+    return shape
+
+
+def _without_leading_ones(value_shape, target, op):
+    """`value_shape` less the leading 1s it has beyond `target`'s dimensions."""
     shape = tuple(value_shape)
     while len(shape) > len(target) and shape[0] == 1:
         shape = shape[1:]
-    if len(shape) > len(target) or \
-            b.broadcast_shapes(shape, target, op=op) != tuple(target):
-        raise ValueError(f"[{op}] Cannot broadcast array of shape {tuple(value_shape)} into "
-                         f"shape {tuple(target)}.")
+    if len(shape) > len(target):
+        raise _unbroadcastable(value_shape, target, op)
     return shape
+
+
+def _unbroadcastable(value_shape, target, op):
+    return ValueError(f"[{op}] Cannot broadcast array of shape {tuple(value_shape)} into "
+                      f"shape {tuple(target)}.")
 
 
 def _scatter(xp, a, value, *arrays, index, mode):
@@ -435,10 +446,14 @@ class ArrayAt:
 
 
 def _put_along(xp, a, indices, values, axis, shape):
+    """`shape`: what the indices and the values broadcast to together (MLX's rule: values
+    wider than the indices repeat an index, the last write winning)."""
     # fancy indexing rather than xp.put_along_axis, which CuPy lacks
-    index = tuple(indices if i == axis else
+    index = tuple(xp.broadcast_to(indices, shape) if i == axis else
                   xp.arange(n).reshape((1,) * i + (n,) + (1,) * (len(shape) - i - 1))
                   for i, n in enumerate(shape))
+    if values.ndim > len(shape):  # extra leading 1s
+        values = values.reshape(values.shape[values.ndim - len(shape):])
     out = a.copy()
     out[index] = xp.broadcast_to(values.astype(out.dtype, copy=False), shape)
     return out
@@ -447,8 +462,13 @@ def _put_along(xp, a, indices, values, axis, shape):
 def _put_along_vjp(c, out, a, indices, values, axis, shape):
     from .indexing import take_along_axis
     from .rules import no_index_grad
+    from .shape import broadcast_to
+
+    def values_cotangent():  # every write's: the indices as the values met them
+        full = indices if indices._shape == shape else broadcast_to(indices, shape)
+        return take_along_axis(c, full, axis)
     return (lambda: put_along_axis(c, indices, b.const(0, c._dtype), axis),
-            no_index_grad("scatter_axis"), lambda: take_along_axis(c, indices, axis))
+            no_index_grad("scatter_axis"), values_cotangent)
 
 
 def _put_along_jvp(t, out, a, indices, values, axis, shape):
@@ -459,12 +479,12 @@ def _put_along_jvp(t, out, a, indices, values, axis, shape):
 
 
 def _put_along_shape(params, shape, index_shape, values_shape):
-    """`a`'s shape; the shape the indices broadcast to (`params["shape"]`) anew."""
+    """`a`'s shape; the shape the indices and the values broadcast to (`params["shape"]`)
+    anew."""
     ax = params["axis"]
     along = b.broadcast_shapes(shape[:ax] + (index_shape[ax],) + shape[ax + 1:], index_shape,
                                op="put_along_axis")
-    _fits(values_shape, along, "put_along_axis")
-    return shape, dict(params, shape=along)
+    return shape, dict(params, shape=_along_with_values(along, values_shape))
 
 
 _PUT_ALONG = b.make("put_along_axis", _put_along, vjp=_put_along_vjp, jvp=_put_along_jvp,
@@ -472,22 +492,16 @@ _PUT_ALONG = b.make("put_along_axis", _put_along, vjp=_put_along_vjp, jvp=_put_a
                     shape=_put_along_shape)
 
 
-def _along_with_values(along, values):
+def _along_with_values(along, values_shape):
     """The shape MLX broadcasts the indices (`along`: theirs against `a`) and the values to
-    (extra leading 1s of the values dropped): values wider than the indices repeat an index,
-    the last write winning."""
-    shape = tuple(values._shape)
-    while len(shape) > len(along) and shape[0] == 1:
-        shape = shape[1:]
-    if len(shape) > len(along):
-        raise ValueError(f"[put_along_axis] Cannot broadcast array of shape {values._shape} "
-                         f"into shape {along}.")
-    return b.broadcast_shapes(along, shape, op="put_along_axis")
+    (extra leading 1s of the values dropped)."""
+    op = "put_along_axis"
+    return b.broadcast_shapes(along, _without_leading_ones(values_shape, along, op), op=op)
 
 
 def put_along_axis(a, /, indices, values, axis=None, *, stream=None):
     """`a` with `values` written at `indices` along `axis` (the flattened array if None)."""
-    from .shape import broadcast_to, flatten, reshape
+    from .shape import flatten, reshape
     a = b.as_array(a, "put_along_axis")
     indices = _int_indices(indices, "put_along_axis")
     values = b.as_array(values, "put_along_axis")
@@ -495,11 +509,8 @@ def put_along_axis(a, /, indices, values, axis=None, *, stream=None):
     if axis is None:  # the flattened `a`; the indices as they are (1-D, or refused), as MLX
         src, axis = flatten(a, stream=stream), 0
     ax = b.normalize_axis(axis, src.ndim, "put_along_axis")
-    shape = _along_with_values(along_axis_shape(src, indices, ax, "put_along_axis"), values)
-    if indices._shape != shape:
-        indices = broadcast_to(indices, shape, stream=stream)
-    if values.ndim > len(shape):
-        values = reshape(values, values._shape[values.ndim - len(shape):], stream=stream)
+    shape = _along_with_values(along_axis_shape(src, indices, ax, "put_along_axis"),
+                               values._shape)
     out = b.node(_PUT_ALONG, (src, indices, values), src._shape, src._dtype,
                  {"axis": ax, "shape": shape}, b.resolve(stream))
     return out if src is a else reshape(out, a._shape, stream=stream)
