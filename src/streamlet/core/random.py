@@ -278,11 +278,11 @@ def _take_vjp(c, out, a, idx, axis):
 # MLX's permutation of an array is a take by the permuted indices: differentiable in it
 TAKE = b.make("permutation_take", _take_kernel, vjp=_take_vjp,
               jvp=lambda t, out, a, idx, axis: None if t[0] is None else
-              _permuted(t[0], idx, axis))
+              _permuted(t[0], idx, axis, b.resolve(None)))
 
 
-def _permuted(a, idx, axis):
-    return b.node(TAKE, (a, idx), a._shape, a._dtype, {"axis": axis}, b.resolve(None))
+def _permuted(a, idx, axis, st):
+    return b.node(TAKE, (a, idx), a._shape, a._dtype, {"axis": axis}, st)
 
 
 def _erf_derivative(m, x, y):
@@ -614,7 +614,7 @@ def permutation(x, axis=0, key=None, *, stream=None):
     x = b.as_array(x, "permutation")
     ax = b.normalize_axis(axis, x.ndim, "permutation")
     idx = permutation(x.shape[ax], key=key, stream=stream)
-    return b.node(TAKE, (x, idx), x.shape, x.dtype, {"axis": ax}, st)
+    return _permuted(x, idx, ax, st)
 
 
 __all__ = ["bernoulli", "bits", "categorical", "gumbel", "key", "laplace",

@@ -831,9 +831,7 @@ def hadamard_transform(a, scale=None, stream=None):
     n = a._shape[-1] if a.ndim else 1
     if a.size == 0:
         raise ValueError("[hadamard_transform] Does not support empty arrays.")
-    if _hadamard_split(n) is None:
-        raise ValueError(f"[hadamard_transform] Only supports n = m*2^k where m in "
-                         f"(1, 12, 20, 28), got n = {n}.")
+    _hadamard_shape(a._shape)
     scale = 1 / math.sqrt(n) if scale is None else float(scale)
     d = a._dtype if a._dtype.kind == "f" else dt.float32
     if n == 1:  # MLX hands the input back, dtype and all, or multiplies it by the scale
