@@ -10,6 +10,7 @@ sinf.  Inputs of other dtypes (float16) go to the array code.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import cupy as cp
@@ -18,6 +19,7 @@ import numpy as np
 from ..core import fast
 from .cuda import BF16, BF16_BITS, BF16_NP, _bf16_inputs, _to_bf16
 from .cuda_constants import constant
+from .cuda_gemm import matmul
 from .cuda_fuse import CTYPE
 
 _F32 = np.dtype(np.float32)
@@ -179,3 +181,16 @@ def rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
             np.int64(T), np.int64(D), *strides, np.int32(offset.size > 1), np.int32(dims),
             np.int32(bool(traditional)), np.int32(bool(forward)), np.float32(scale)))
     return out.reshape(shape)
+
+
+def attention(xp, q, k, v, *mask, scale, causal):
+    """The GPU kernel of `fast.scaled_dot_product_attention` (GpuKernel mode "float32":
+    bfloat16 arrives as float32 and is rounded once at the end): the node's steps with
+    cuBLAS products, computing half precision in float32, the rows of the query heads
+    that share a key head in one product (no copy of the keys per query head)."""
+    out = q.dtype
+    work = _F32 if out.itemsize < 4 else out
+    q, k, v = (t.astype(work, copy=False) for t in (q, k, v))
+    mm = functools.partial(matmul, cp, dtype=work)
+    return fast._attend(cp, mm, q, k, v, mask[0] if mask else None, scale, causal,
+                        merge=True).astype(out, copy=False)

@@ -7,7 +7,9 @@ input's dtype; attention's softmax in float32).
 
 - `rms_norm`, `layer_norm` and `rope` are primitives, one node each (a fused kernel),
   with vjp, jvp and vmap rules built from ops.
-- `scaled_dot_product_attention` and `cross_entropy` are composites of ops, so their
+- `scaled_dot_product_attention` is one node too (without `sinks`: then a composite),
+  whose kernel takes `_attention`'s steps and whose rules trace `_attention`, as MLX
+  differentiates its fallback; `cross_entropy` is a composite of ops, so its
   transforms come from those ops' rules.
 - `cuda_kernel` runs CUDA source through CuPy's RawKernel on GPU streams;
   `metal_kernel` raises (there is no Metal backend).
@@ -565,7 +567,9 @@ def scaled_dot_product_attention(q, k, v, *, scale, mask=None, sinks=None,
     boolean mask (False: left out) or an additive one; `sinks` (N_q,) adds one logit per
     head that takes softmax mass and no value.
 
-    A composite of ops (MLX's CPU path): the softmax runs in float32.
+    One node computing MLX's CPU composite step for step (the softmax in float32), its
+    transforms those of the composite; with `sinks`, that composite of ops.  On a GPU
+    the node computes in float32 and rounds once.
 
     >>> q = k = v = mx.ones((1, 1, 2, 4))
     >>> mx.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask="causal").tolist()
@@ -588,6 +592,9 @@ def scaled_dot_product_attention(q, k, v, *, scale, mask=None, sinks=None,
         raise ValueError(f"[{op}] the mask with shape {mask._shape} expected to have at most "
                          "rank 4.")
     _check_sdpa(q, k, v)
+    if k._shape[-2] != v._shape[-2]:
+        raise ValueError(f"[{op}] keys and values expected to have the same length; found "
+                         f"keys shape {k._shape} for values shape {v._shape}.")
     final = dt.promote_types(dt.promote_types(q._dtype, k._dtype), v._dtype)
     if final.kind != "f":
         raise ValueError(f"[{op}] Received unsupported type {final.name}.")
@@ -612,7 +619,11 @@ def scaled_dot_product_attention(q, k, v, *, scale, mask=None, sinks=None,
         raise ValueError(f"[{op}] force_fused=True but no fused kernel is available in "
                          f"{'CPU' if b.resolve(stream).stream.device.type.value == 0 else 'GPU'}"
                          " backend.")
-    return _attention(q, k, v, float(scale), causal, mask, sinks, s)
+    if sinks is not None:
+        return _attention(q, k, v, float(scale), causal, mask, sinks, s)
+    ins = (q, k, v) if mask is None else (q, k, v, mask)
+    return b.node(_SDPA, ins, q._shape[:-1] + v._shape[-1:], final,
+                  {"scale": float(scale), "causal": causal}, b.resolve(stream))
 
 
 def _attention(q, k, v, scale, causal, mask, sinks, s):
@@ -649,6 +660,63 @@ def _attention(q, k, v, scale, causal, mask, sinks, s):
         scores = o.getitem(scores, (Ellipsis, slice(1, None)), **s)
     out = o.matmul(scores, v, **s)
     return o.flatten(out, 1, 2, **s) if rep > 1 else out
+
+
+def _attend(xp, mm, q, k, v, mask, scale, causal, merge=False):
+    """The attention node's kernel: `_attention`'s steps on buffers (q, k and v of one
+    dtype, the mask broadcast to the scores' shape), `mm` their products.  A query head's
+    rows meet their key head's matrix in a product of their own, as in MLX's CPU path;
+    `merge` stacks the rows of the query heads sharing a key head into one product."""
+    from .ops.reduction import _softmax
+    d = q.dtype
+    n_b, n_q, l_q = q.shape[:3]
+    n_kv, l_k = k.shape[1], k.shape[2]
+    rep = n_q // n_kv
+    q = xp.multiply(d.type(scale), q)
+    kt = xp.swapaxes(k, -1, -2)
+    if rep == 1:
+        scores = mm(q, kt)
+    elif merge:
+        scores = mm(q.reshape(n_b, n_kv, rep * l_q, -1), kt).reshape(n_b, n_kv, rep, l_q, l_k)
+    else:
+        scores = mm(q.reshape(n_b, n_kv, rep, l_q, -1), kt[:, :, None])
+    if causal:
+        mask = xp.arange(l_k - l_q, l_k)[:, None] >= xp.arange(l_k)[None, :]
+    elif mask is not None and rep > 1:
+        mask = mask.reshape(scores.shape)
+    if mask is not None:
+        scores = xp.where(mask, scores, d.type(dt.finfo(dt.from_numpy(d)).min)) \
+            if mask.dtype == bool else xp.add(scores, mask)
+    p = _softmax(xp, scores, (scores.ndim - 1,), d, True)
+    if rep == 1:
+        return mm(p, v)
+    out = mm(p.reshape(n_b, n_kv, rep * l_q, l_k), v) if merge else mm(p, v[:, :, None])
+    return out.reshape(n_b, n_q, l_q, -1)
+
+
+def _sdpa_kernel(xp, q, k, v, *mask, scale, causal):
+    from .ops.linalg import _matmul
+    return _attend(xp, functools.partial(_matmul, xp, dtype=q.dtype), q, k, v,
+                   mask[0] if mask else None, scale, causal)
+
+
+def _sdpa_composite(q, k, v, *mask, scale, causal):
+    return _attention(q, k, v, scale, causal, mask[0] if mask else None, None, {})
+
+
+def _sdpa_shape(params, qs, ks, vs, *ms):
+    if len(qs) != 4 or len(ks) != 4 or len(vs) != 4 or qs[-1] != ks[-1] or \
+            ks[:2] != vs[:2] or ks[2] != vs[2] or qs[0] != ks[0] or qs[1] % ks[1] or \
+            (ms and ms[0] != qs[:-1] + ks[2:3]):
+        raise ValueError(f"[scaled_dot_product_attention] cannot take queries {qs}, keys "
+                         f"{ks}, values {vs}" + (f" and a mask {ms[0]}." if ms else "."))
+    return qs[:-1] + vs[-1:], params
+
+
+# one node where there are no sinks; its rules trace `_attention`, as MLX's fallback
+_SDPA = b.make("scaled_dot_product_attention", _sdpa_kernel,
+               gpu=b.GpuKernel("streamlet.backend.cuda_fast:attention"),
+               **rules.via(_sdpa_composite), shape=_sdpa_shape)
 
 
 def cross_entropy(logits, targets, *, stream=None):
