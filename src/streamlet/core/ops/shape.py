@@ -200,11 +200,11 @@ def _slice_shape(params, shape):
     return _dummy(shape)[params["index"]].shape, params
 
 
-_RESHAPE = b.make("reshape", lambda xp, a, shape: xp.reshape(a, shape), shape=_reshape_shape,
+_RESHAPE = b.make("reshape", lambda xp, a, shape: a.reshape(shape), shape=_reshape_shape,
                   moves=True,
                   vjp=_reshape_vjp,
                   jvp=lambda t, out, x, shape: reshape(t[0], shape), vmap=_reshape_vmap)
-_TRANSPOSE = b.make("transpose", lambda xp, a, axes: xp.transpose(a, axes),
+_TRANSPOSE = b.make("transpose", lambda xp, a, axes: a.transpose(axes),
                     moves=True,
                     shape=_transpose_shape,
                     vjp=lambda c, out, x, axes: (transpose(c, tuple(np.argsort(axes))),),
