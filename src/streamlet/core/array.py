@@ -10,7 +10,7 @@ from .convert import create, numpy_view
 from .graph import TRACING, Node, Primitive
 from .memory import TRACK_BYTES, track as track_memory
 from .scheduler import StreamError
-from .stream import resolve, usable_here
+from .stream import resolve
 
 try:
     from ._buffer import Exporter as _Exporter  # the buffer protocol on every CPython
@@ -303,20 +303,6 @@ def node(prim, inputs, shape, dtype, params, state) -> array:
     return node_of(prim, ins, shape, dtype, params, state)
 
 
-def view_node(prim, a, shape, params, state) -> array:
-    """`node` of an op that only views its one input (transpose, reshape of a contiguous
-    buffer, expand_dims, ...).  Of an input already computed on the host and traced by no
-    transform, on a CPU stream this thread may evaluate on, the view is taken now: an
-    evaluated array, where a node would cost more to evaluate than NumPy's view (a
-    weight's `w.T` in every forward pass)."""
-    n = a._node
-    data = n.data
-    if data is not None and n.tracer is None and type(data) is np.ndarray and \
-            not state.gpu and (n.stream is None or not n.stream.gpu) and usable_here(state):
-        return wrap(Node(shape, a._dtype, stream=state, data=prim.kernel(np, data, **params)))
-    return node_of(prim, (n,), shape, a._dtype, params, state)
-
-
 def node_of(prim, ins, shape, dtype, params, state) -> array:
     """`node` given the input nodes `ins` (a tuple) rather than arrays."""
     if state is not None and state.gpu and (dtype is _F64 or any(i.dtype is _F64 for i in ins)):
@@ -332,5 +318,5 @@ def node_of(prim, ins, shape, dtype, params, state) -> array:
     return a
 
 
-__all__ = ["array", "alias", "const", "leaf", "node", "node_of", "to_array", "view_node", "wrap",
+__all__ = ["array", "alias", "const", "leaf", "node", "node_of", "to_array", "wrap",
            "StreamError"]

@@ -256,9 +256,6 @@ def reshape(a, /, shape, *, stream=None):
     shape = _infer(spec, math.prod(a._shape))
     if shape == a._shape:
         return b.alias(a, b.resolve(stream))
-    data = a._node.data
-    if data is not None and data.flags.c_contiguous:  # NumPy's reshape is then a view
-        return b.view_node(_RESHAPE, a, shape, {"shape": spec}, b.resolve(stream))
     return b.node(_RESHAPE, (a,), shape, a._dtype, {"shape": spec}, b.resolve(stream))
 
 
@@ -303,8 +300,8 @@ def transpose(a, /, axes=None, *, stream=None):
     """Permute the axes (reverse them if `axes` is None)."""
     a = b.as_array(a, "transpose")
     if axes is None:
-        return b.view_node(_TRANSPOSE, a, a._shape[::-1],
-                           {"axes": tuple(range(a.ndim - 1, -1, -1))}, b.resolve(stream))
+        return b.node(_TRANSPOSE, (a,), a._shape[::-1], a._dtype,
+                      {"axes": tuple(range(a.ndim - 1, -1, -1))}, b.resolve(stream))
     if len(axes) != a.ndim:
         raise ValueError(f"[transpose] Received {len(axes)} axes for array with "
                          f"{a.ndim} dimensions.")
@@ -319,7 +316,7 @@ def transpose(a, /, axes=None, *, stream=None):
 def _permuted(a, axes, stream):
     """The transpose node of `a` for `axes`, a permutation already checked."""
     shape = tuple(map(a._shape.__getitem__, axes))
-    return b.view_node(_TRANSPOSE, a, shape, {"axes": axes}, b.resolve(stream))
+    return b.node(_TRANSPOSE, (a,), shape, a._dtype, {"axes": axes}, b.resolve(stream))
 
 
 def swapaxes(a, /, axis1, axis2, *, stream=None):
@@ -344,7 +341,7 @@ def expand_dims(a, /, axis, *, stream=None):
     if not axes:
         return b.alias(a)
     shape, params = _expand_shape({"axis": axes}, a._shape)
-    return b.view_node(_EXPAND, a, shape, params, b.resolve(stream))
+    return b.node(_EXPAND, (a,), shape, a._dtype, params, b.resolve(stream))
 
 
 def squeeze(a, /, axis=None, *, stream=None):
@@ -358,7 +355,7 @@ def squeeze(a, /, axis=None, *, stream=None):
     shape, params = _squeeze_shape({"axis": axes}, a._shape)
     if not axes:
         return b.alias(a)
-    return b.view_node(_SQUEEZE, a, shape, params, st)
+    return b.node(_SQUEEZE, (a,), shape, a._dtype, params, st)
 
 
 def broadcast_to(a, /, shape, *, stream=None):
@@ -370,7 +367,7 @@ def broadcast_to(a, /, shape, *, stream=None):
                          f"to shape {shape}.")
     if shape == a._shape:
         return b.alias(a, b.resolve(stream))
-    return b.view_node(_BROADCAST, a, shape, {"shape": shape}, b.resolve(stream))
+    return b.node(_BROADCAST, (a,), shape, a._dtype, {"shape": shape}, b.resolve(stream))
 
 
 def concatenate(arrays, /, axis=0, *, stream=None):
