@@ -669,17 +669,18 @@ def _attend(xp, mm, q, k, v, mask, scale, causal, merge=False):
     `merge` stacks the rows of the query heads sharing a key head into one product."""
     from .ops.reduction import _softmax
     d = q.dtype
-    n_b, n_q, l_q = q.shape[:3]
+    n_b, n_q, l_q, dim = q.shape
     n_kv, l_k = k.shape[1], k.shape[2]
     rep = n_q // n_kv
-    q = xp.multiply(d.type(scale), q)
+    # the scale in the dtype as the composite's scalar is (float16 through float32)
+    q = xp.multiply(d.type(dt.scalar_value(scale, dt.from_numpy(d))), q)
     kt = xp.swapaxes(k, -1, -2)
     if rep == 1:
         scores = mm(q, kt)
     elif merge:
-        scores = mm(q.reshape(n_b, n_kv, rep * l_q, -1), kt).reshape(n_b, n_kv, rep, l_q, l_k)
+        scores = mm(q.reshape(n_b, n_kv, rep * l_q, dim), kt).reshape(n_b, n_kv, rep, l_q, l_k)
     else:
-        scores = mm(q.reshape(n_b, n_kv, rep, l_q, -1), kt[:, :, None])
+        scores = mm(q.reshape(n_b, n_kv, rep, l_q, dim), kt[:, :, None])
     if causal:
         mask = xp.arange(l_k - l_q, l_k)[:, None] >= xp.arange(l_k)[None, :]
     elif mask is not None and rep > 1:
@@ -691,7 +692,7 @@ def _attend(xp, mm, q, k, v, mask, scale, causal, merge=False):
     if rep == 1:
         return mm(p, v)
     out = mm(p.reshape(n_b, n_kv, rep * l_q, l_k), v) if merge else mm(p, v[:, :, None])
-    return out.reshape(n_b, n_q, l_q, -1)
+    return out.reshape(n_b, n_q, l_q, v.shape[-1])
 
 
 def _sdpa_kernel(xp, q, k, v, *mask, scale, causal):
