@@ -787,32 +787,3 @@ def test_a_cuda_error_met_by_the_flush_surfaces_from_eval(monkeypatch):
         assert "CUDA error" in str(exc)
     mx.synchronize(s)
     assert (x + 1).tolist() == list(range(1, 9))
-
-
-def test_views_of_device_arrays_are_taken_at_once(monkeypatch):
-    """transpose, expand_dims, squeeze, broadcast_to and reshape of a contiguous array
-    on the device are taken without a launch; a reshape of a strided array copies (the
-    general path), and so does an input of another stream (waited for)."""
-    from streamlet.backend import cuda
-    taken = []
-    view = cuda._view
-    monkeypatch.setattr(cuda, "_view", lambda *a: taken.append(view(*a)) or taken[-1])
-    x = sample((2, 3, 4), np.float32)
-    other = mx.new_stream(G)
-    cases = [lambda a: a.T, lambda a: mx.expand_dims(a, (0, 2)),
-             lambda a: mx.squeeze(mx.expand_dims(a, 1), 1),
-             lambda a: mx.broadcast_to(a, (3, 2, 3, 4)), lambda a: mx.reshape(a, (6, 4)),
-             lambda a: mx.reshape(a.T, (24,)), lambda a: mx.swapaxes(a, 0, 2) * 2]
-    for dtype in (mx.float32, mx.bfloat16):
-        for f in cases:
-            with mx.stream(mx.cpu):
-                want = np.array(f(mx.array(x).astype(dtype)).astype(mx.float32))
-            for s in (G, other):
-                # computed on the device, on `s`
-                a = mx.multiply(mx.array(x), 1.0, stream=s).astype(dtype, stream=s)
-                mx.eval(a)
-                with mx.stream(G):
-                    got = np.array(f(a).astype(mx.float32))
-                tol = 1e-6 if dtype == mx.float32 else 1e-2
-                np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
-    assert any(v is not None for v in taken) and any(v is None for v in taken)

@@ -150,10 +150,6 @@ def execute(node, args):
         lz = _defer(node, args, h)
         if lz is not None:
             return lz
-    elif prim in _VIEWS:
-        out = _view(prim, node, args[0], h)
-        if out is not None:
-            return out
     with h.device, h.stream:
         held = []
         dev_args = [_device_arg(a, inp, h, held) for a, inp in zip(args, node.inputs)]
@@ -166,32 +162,6 @@ def execute(node, args):
         if held:
             _retain(h, held)
     return out
-
-
-def _views():
-    from ..core.ops import shape
-    return {shape._TRANSPOSE: False, shape._EXPAND: False, shape._SQUEEZE: False,
-            shape._BROADCAST: False, shape._RESHAPE: True}
-
-
-_VIEWS = _views()  # the ops whose kernels only view their input: whether only if contiguous
-
-
-def _view(prim, node, a, h):
-    """The node's view of its input, taken at once: an input of this stream already on the
-    device (no launch, no stream to enter), or None where the general path must run (an
-    input to compute, copy or wait for; a reshape of a strided array, which copies)."""
-    kind = type(a)
-    if kind is not _ndarray and kind is not BF16:
-        return None
-    st = node.inputs[0].stream
-    if st is not None and st.native is not h:
-        return None
-    bits = a.bits if kind is BF16 else a
-    if _VIEWS[prim] and not bits.flags.c_contiguous:
-        return None
-    out = prim.kernel(cp, bits, **node.params)
-    return BF16(out) if kind is BF16 else out
 
 
 def run_kernel(prim, params, dtype, dev_args, watch=None):
