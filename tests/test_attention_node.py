@@ -177,3 +177,14 @@ def test_the_gpu_node_matches_the_cpu(c):
     assert got.dtype == want.dtype and got.shape == want.shape
     tol = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 8e-2}[c["dtype"]]
     np.testing.assert_allclose(_bits(got), _bits(want), rtol=tol, atol=tol)
+
+
+def test_no_heads_give_an_empty_result_and_query_heads_without_key_heads_an_error():
+    """MLX divides by the key heads' count (SIGFPE); here no heads at all attend to
+    nothing, and query heads with no key heads are refused when built."""
+    q, k = mx.zeros((1, 0, 3, 4)), mx.zeros((1, 0, 5, 4))
+    out = mx.fast.scaled_dot_product_attention(q, k, mx.zeros((1, 0, 5, 6)), scale=1.0,
+                                               mask="causal")
+    assert out.shape == (1, 0, 3, 6) and np.array(out).size == 0
+    with pytest.raises(ValueError, match="n_kv_heads 0"):
+        mx.fast.scaled_dot_product_attention(mx.zeros((1, 2, 3, 4)), k, k, scale=1.0)

@@ -554,7 +554,7 @@ def _check_sdpa(q, k, v):
         raise ValueError(f"[{op}] keys, values expected to have matching n_kv_heads; found "
                          f"keys with n_heads {k._shape[-3]} for values with n_heads "
                          f"{v._shape[-3]}.")
-    if q._shape[-3] % k._shape[-3]:
+    if (q._shape[-3] % k._shape[-3]) if k._shape[-3] else q._shape[-3]:
         raise ValueError(f"[{op}] n_heads must be a multiple of n_kv_heads, found n_heads "
                          f"{q._shape[-3]} for n_kv_heads {k._shape[-3]}.")
 
@@ -630,7 +630,7 @@ def _attention(q, k, v, scale, causal, mask, sinks, s):
     """MLX's fallback attention, op for op."""
     from . import ops as o
     n_q, n_kv = q._shape[1], k._shape[1]
-    rep = n_q // n_kv
+    rep = n_q // n_kv if n_kv else 1  # no heads at all: an empty result
     q = o.multiply(b.scalar(scale, q._dtype), q, **s)
     if rep > 1:
         q = o.unflatten(q, 1, (n_kv, rep), **s)
@@ -671,7 +671,7 @@ def _attend(xp, mm, q, k, v, mask, scale, causal, merge=False):
     d = q.dtype
     n_b, n_q, l_q, dim = q.shape
     n_kv, l_k = k.shape[1], k.shape[2]
-    rep = n_q // n_kv
+    rep = n_q // n_kv if n_kv else 1  # no heads at all: an empty result
     # the scale in the dtype as the composite's scalar is (float16 through float32)
     q = xp.multiply(d.type(dt.scalar_value(scale, dt.from_numpy(d))), q)
     kt = xp.swapaxes(k, -1, -2)
