@@ -538,25 +538,28 @@ def rope(a, dims, *, traditional, base, scale, offset, freqs=None, stream=None):
 
 # -- attention --------------------------------------------------------------------------------
 
-def _check_sdpa(q, k, v):
+def _check_sdpa(qs, ks, vs):
+    """MLX's checks of the shapes of queries, keys and values (and the keys' and values'
+    lengths, which MLX's fallback leaves to its matmul)."""
     op = "scaled_dot_product_attention"
-    for t in (q, k, v):
-        if t.ndim != 4:
-            raise ValueError(f"[{op}] input with shape {t._shape} expected to be rank 4")
-    for t in (k, v):
-        if t._shape[0] != q._shape[0]:
-            raise ValueError(f"[{op}] mismatching batch dimension for input with shape "
-                             f"{t._shape}.")
-    if q._shape[-1] != k._shape[-1]:
+    for s in (qs, ks, vs):
+        if len(s) != 4:
+            raise ValueError(f"[{op}] input with shape {s} expected to be rank 4")
+    for s in (ks, vs):
+        if s[0] != qs[0]:
+            raise ValueError(f"[{op}] mismatching batch dimension for input with shape {s}.")
+    if qs[-1] != ks[-1]:
         raise ValueError(f"[{op}] query, keys expected to have matching last dimension; found "
-                         f"query shape {q._shape} for keys shape {k._shape}.")
-    if k._shape[-3] != v._shape[-3]:
+                         f"query shape {qs} for keys shape {ks}.")
+    if ks[-3] != vs[-3]:
         raise ValueError(f"[{op}] keys, values expected to have matching n_kv_heads; found "
-                         f"keys with n_heads {k._shape[-3]} for values with n_heads "
-                         f"{v._shape[-3]}.")
-    if (q._shape[-3] % k._shape[-3]) if k._shape[-3] else q._shape[-3]:
+                         f"keys with n_heads {ks[-3]} for values with n_heads {vs[-3]}.")
+    if (qs[-3] % ks[-3]) if ks[-3] else qs[-3]:
         raise ValueError(f"[{op}] n_heads must be a multiple of n_kv_heads, found n_heads "
-                         f"{q._shape[-3]} for n_kv_heads {k._shape[-3]}.")
+                         f"{qs[-3]} for n_kv_heads {ks[-3]}.")
+    if ks[-2] != vs[-2]:
+        raise ValueError(f"[{op}] keys and values expected to have the same length; found "
+                         f"keys shape {ks} for values shape {vs}.")
 
 
 def scaled_dot_product_attention(q, k, v, *, scale, mask=None, sinks=None,
@@ -591,10 +594,7 @@ def scaled_dot_product_attention(q, k, v, *, scale, mask=None, sinks=None,
     if mask is not None and mask.ndim > 4:
         raise ValueError(f"[{op}] the mask with shape {mask._shape} expected to have at most "
                          "rank 4.")
-    _check_sdpa(q, k, v)
-    if k._shape[-2] != v._shape[-2]:
-        raise ValueError(f"[{op}] keys and values expected to have the same length; found "
-                         f"keys shape {k._shape} for values shape {v._shape}.")
+    _check_sdpa(q._shape, k._shape, v._shape)
     final = dt.promote_types(dt.promote_types(q._dtype, k._dtype), v._dtype)
     if final.kind != "f":
         raise ValueError(f"[{op}] Received unsupported type {final.name}.")
@@ -706,11 +706,10 @@ def _sdpa_composite(q, k, v, *mask, scale, causal):
 
 
 def _sdpa_shape(params, qs, ks, vs, *ms):
-    if len(qs) != 4 or len(ks) != 4 or len(vs) != 4 or qs[-1] != ks[-1] or \
-            ks[:2] != vs[:2] or ks[2] != vs[2] or qs[0] != ks[0] or qs[1] % ks[1] or \
-            (ms and ms[0] != qs[:-1] + ks[2:3]):
-        raise ValueError(f"[scaled_dot_product_attention] cannot take queries {qs}, keys "
-                         f"{ks}, values {vs}" + (f" and a mask {ms[0]}." if ms else "."))
+    _check_sdpa(qs, ks, vs)
+    if ms and ms[0] != qs[:-1] + ks[2:3]:  # the builder broadcast it to the scores' shape
+        raise ValueError(f"[scaled_dot_product_attention] a mask of shape {ms[0]} for "
+                         f"scores of shape {qs[:-1] + ks[2:3]}.")
     return qs[:-1] + vs[-1:], params
 
 

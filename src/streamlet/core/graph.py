@@ -110,9 +110,9 @@ class Node:
     A node never changes meaning.  Leaves (constants, `mx.array` values) have no `prim`;
     so has a computed node once it has run, unless a transform traces it (`tracer`: its
     mark, a `_Token` or `_Tokens`): then it keeps its `prim` and `inputs` for the
-    transform to walk while that transform runs (`keeps_graph`).  `seq` is its number on its stream's timeline (0: not
-    scheduled, -1: being ordered by eval); `birth` orders nodes as they were built,
-    producers first.
+    transform to walk while that transform runs (`keeps_graph`).  `seq` is its number on
+    its stream's timeline (0: not scheduled, -1: being ordered by eval); `birth` orders
+    nodes as they were built, producers first.
     """
 
     __slots__ = ("shape", "dtype", "prim", "inputs", "params", "stream", "seq", "birth",
