@@ -23,6 +23,7 @@ import numpy as np
 from cupy.cuda import runtime
 from cupy_backends.cuda.libs import cublas
 
+from ..core.ops.linalg import turned
 from . import cublaslt
 from .cuda import BF16, BF16_NP, _from_bf16, _to_bf16
 from .gemm_layout import batch_stride, layout
@@ -127,15 +128,16 @@ def _strided(a, batch):
     return a, lay, stride
 
 
-def matmul(xp, x, y, dtype):
+def matmul(xp, x, y, dtype, ta=False, tb=False):
     """The GPU kernel of matmul (GpuKernel mode "native": bfloat16 operands arrive as
-    `BF16`, a bfloat16 result leaves as its bits)."""
+    `BF16`, a bfloat16 result leaves as its bits); `ta`, `tb`: an operand taken
+    transposed (a view: cuBLAS reads it by columns)."""
     if dtype == BF16_NP:
-        xb, yb = _bits(x), _bits(y)
+        xb, yb = turned(_bits(x), ta), turned(_bits(y), tb)
         out = gemm(xb, yb, True)
         return out if out is not None else _to_bf16(_cupy_matmul(_from_bf16(xb),
                                                                  _from_bf16(yb)))
-    x, y = _as(x, dtype), _as(y, dtype)
+    x, y = turned(_as(x, dtype), ta), turned(_as(y, dtype), tb)
     out = gemm(x, y, False) if dtype == _F32 else None
     return out if out is not None else _cupy_matmul(x, y)
 

@@ -36,9 +36,20 @@ def product_kernel(fn):
     return kernel
 
 
+def turned(a, flag):
+    """A kernel's operand as a product with transposed-operand flags reads it: a NumPy or
+    CuPy array, its last two axes swapped (a view) where `flag` is set."""
+    return a.swapaxes(-1, -2) if flag else a
+
+
 @product_kernel
-def _matmul(xp, x, y):
-    return xp.matmul(x, y)
+def _matmul(xp, x, y, ta=False, tb=False):
+    return xp.matmul(turned(x, ta), turned(y, tb))
+
+
+def _flagged(x, y, ta, tb):
+    """The operands a product with transposed-operand flags multiplies, as transposes."""
+    return (_sh.swapaxes(x, -1, -2) if ta else x), (_sh.swapaxes(y, -1, -2) if tb else y)
 
 
 def _matrices(x, y):
@@ -60,17 +71,18 @@ def _adjoint(m):
     return _sh.swapaxes(_ew.conj(m) if m._dtype.kind == "c" else m, -1, -2)
 
 
-def _product(a, b_, st):
-    """`a @ b_` of the nodes of two real matrices of one dtype on `st`: the matmul, nothing
-    to check."""
+def _product(a, b_, st, ta=False, tb=False):
+    """`a @ b_` of the nodes of two real matrices of one dtype on `st`, either taken
+    transposed (`ta`, `tb`: no transpose node, the kernel reads the transposed view):
+    the matmul, nothing to check."""
     d = a.dtype
-    return bl.node_of(_MATMUL, (a, b_), (a.shape[0], b_.shape[1]), d, {"dtype": d.np}, st)
-
-
-def _transposed(m, st):
-    """The transpose node of the matrix node `m` on `st`, nothing to check."""
-    return bl.node_of(_sh._TRANSPOSE, (m,), m.shape[::-1], m.dtype, {"axes": (1, 0)},
-                      st)._node
+    params = {"dtype": d.np}
+    if ta:
+        params["ta"] = True
+    if tb:
+        params["tb"] = True
+    shape = (a.shape[1] if ta else a.shape[0], b_.shape[0] if tb else b_.shape[1])
+    return bl.node_of(_MATMUL, (a, b_), shape, d, params, st)
 
 
 def _plain(c, x, y) -> bool:
@@ -80,24 +92,44 @@ def _plain(c, x, y) -> bool:
     return len(x.shape) == len(y.shape) == 2 and d is x.dtype is y.dtype and d.kind == "f"
 
 
+def _plain_cotangents(c, x, y, ta, tb, st):
+    """Thunks of the cotangents of `x` and `y` for the product `A @ B` (A = x, or x's
+    transpose with `ta`; B likewise) given its cotangent `c`, all matrix nodes: each
+    one product, transposes taken by the products' flags.  dA = c B^T, dB = A^T c, and a
+    transposed operand's cotangent is the transpose of these."""
+    dx = (lambda: _product(y, c, st, tb, True)) if ta else \
+        (lambda: _product(c, y, st, False, not tb))
+    dy = (lambda: _product(c, x, st, True, ta)) if tb else \
+        (lambda: _product(x, c, st, not ta, False))
+    return dx, dy
+
+
 def _matmul_cotangents(n, c, wanted, cot, accumulate):
     """matmul's `cotangents` (`Primitive`): `c @ y.T` and `x.T @ c` for matrices."""
     x, y = n.inputs
-    c, st = c._node, n.stream
+    c = c._node
     if not _plain(c, x, y):
         return False
+    p = n.params
+    dx, dy = _plain_cotangents(c, x, y, p.get("ta", False), p.get("tb", False), n.stream)
     if x in wanted:
-        accumulate(cot, x, _product(c, _transposed(y, st), st))
+        accumulate(cot, x, dx())
     if y in wanted:
-        accumulate(cot, y, _product(_transposed(x, st), c, st))
+        accumulate(cot, y, dy())
     return True
 
 
-def _matmul_vjp(c, out, x, y, dtype):
+def _matmul_vjp(c, out, x, y, dtype, ta=False, tb=False):
     if _plain(c._node, x._node, y._node):
-        cn, xn, yn, st = c._node, x._node, y._node, bl.resolve(None)
-        return (lambda: _product(cn, _transposed(yn, st), st),
-                lambda: _product(_transposed(xn, st), cn, st))
+        return _plain_cotangents(c._node, x._node, y._node, ta, tb, bl.resolve(None))
+    dx, dy = _general_cotangents(c, *_flagged(x, y, ta, tb))
+    turned = _sh.swapaxes  # a transposed operand's cotangent is the transposed one
+    return ((lambda: turned(dx(), -1, -2)) if ta else dx,
+            (lambda: turned(dy(), -1, -2)) if tb else dy)
+
+
+def _general_cotangents(c, x, y):
+    """Thunks of the cotangents of `x` and `y` for `x @ y` (any ranks, complex too)."""
     squeeze = _sh.squeeze
     xm, ym = _matrices(x, y)
     cm = _as_product(c, x, y)
@@ -117,18 +149,22 @@ def _matmul_vjp(c, out, x, y, dtype):
     return dx, dy
 
 
-def _matmul_jvp(t, out, x, y, dtype):
-    terms = [matmul(t[0], y)] if t[0] is not None else []
+def _matmul_jvp(t, out, x, y, dtype, ta=False, tb=False):
+    terms = [matmul(*_flagged(t[0], y, ta, tb))] if t[0] is not None else []
     if t[1] is not None:
-        terms.append(matmul(x, t[1]))
+        terms.append(matmul(*_flagged(x, t[1], ta, tb)))
     return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
 
-def _matmul_vmap(axes, out, x, y, dtype):
+def _matmul_vmap(axes, out, x, y, dtype, ta=False, tb=False):
     """Both as stacks of matrices with the batch axis first and ones up to the common
     number of batch axes; the dimensions added for 1-D inputs are taken off again."""
     from .rules import to_front
     from .shape import expand_dims, squeeze
+    if ta or tb:  # batch axes first, then the flagged operands transposed
+        x, y = (v if ax is None else to_front(v, ax) for v, ax in zip((x, y), axes))
+        x, y = _flagged(x, y, ta, tb)
+        axes = tuple(None if ax is None else 0 for ax in axes)
     ranks = [v.ndim - (ax is not None) for v, ax in zip((x, y), axes)]
     mats = []
     for v, ax, r, where in zip((x, y), axes, ranks, (-2, -1)):
@@ -146,6 +182,10 @@ def _matmul_vmap(axes, out, x, y, dtype):
 
 
 def _matmul_shape(params, xs, ys):
+    if params.get("ta"):
+        xs = xs[:-2] + xs[:-3:-1]
+    if params.get("tb"):
+        ys = ys[:-2] + ys[:-3:-1]
     x2 = (1,) + xs if len(xs) == 1 else xs
     y2 = ys + (1,) if len(ys) == 1 else ys
     if x2[-1] != y2[-2]:
@@ -174,7 +214,27 @@ def matmul(a, b, /, *, stream=None):
     x, y = bl.as_array(a, "matmul"), bl.as_array(b, "matmul")
     d = x._dtype if x._dtype is y._dtype else dt.promote_types(x._dtype, y._dtype)
     _check_inexact("matmul", x._dtype, y._dtype, d)
-    return bl.node(_MATMUL, (x, y), product_shape(x, y, "matmul"), d, {"dtype": d.np}, st)
+    params = {"dtype": d.np}
+    return bl.node_of(_MATMUL, operands(x, y, st, params), product_shape(x, y, "matmul"), d,
+                      params, st)
+
+
+def operands(x, y, st, params) -> tuple:
+    """The nodes a product of `x` and `y` built on `st` reads: an operand that is an
+    unevaluated transpose of the last two axes made on `st` is read through that
+    transpose's input and a flag put in `params` (`ta`, `tb`), so `x @ w.T` is one node
+    whose kernel takes the transposed view."""
+    return _untransposed(x._node, st, params, "ta"), _untransposed(y._node, st, params, "tb")
+
+
+def _untransposed(n, st, params, flag):
+    if n.prim is _sh._TRANSPOSE and n.stream is st:
+        axes = n.params["axes"]
+        k = len(axes) - 2
+        if axes == (1, 0) or k > 0 and axes == (*range(k), k + 1, k):
+            params[flag] = True
+            return n.inputs[0]
+    return n
 
 
 def product_shape(x, y, op):

@@ -11,7 +11,7 @@ import numpy as np
 from . import build as b
 from . import dims
 from .build import dt
-from .linalg import _check_inexact, product_kernel, product_shape
+from .linalg import _check_inexact, operands, product_kernel, product_shape, turned
 from .rules import to_front, via
 
 _build = b
@@ -464,15 +464,17 @@ def vecdot(a, b_, /, *, axis=-1, stream=None):
     return sum_(prod, ax, stream=stream)
 
 
-def _addmm_composite(c, x, y, alpha, beta, dtype):
+def _addmm_composite(c, x, y, alpha, beta, dtype, ta=False, tb=False):
     from .elementwise import add, multiply
-    from .linalg import matmul
+    from .linalg import _flagged, matmul
+    x, y = _flagged(x, y, ta, tb)
     product = multiply(matmul(x, y), alpha)
     return product if beta == 0 and x._shape[-1] else add(product, multiply(c, beta))
 
 
 @product_kernel
-def _addmm(xp, c, x, y, alpha, beta):
+def _addmm(xp, c, x, y, alpha, beta, ta=False, tb=False):
+    x, y = turned(x, ta), turned(y, tb)
     product = xp.matmul(x, y)
     if x.shape[-1] == 0:  # MLX: beta * c alone
         out = xp.empty_like(product)
@@ -520,8 +522,9 @@ def addmm(c, a, b_, /, alpha=1.0, beta=1.0, *, stream=None):
     if b.broadcast_shapes(z._shape, shape, op="addmm") != shape:
         raise ValueError(f"[addmm] input c with shape {z._shape} must broadcast to the "
                          f"output shape {shape}.")
-    return b.node(_ADDMM, (z, x, y), shape, d, {"alpha": alpha, "beta": beta, "dtype": d.np},
-                  b.resolve(stream))
+    st = b.resolve(stream)
+    params = {"alpha": alpha, "beta": beta, "dtype": d.np}
+    return b.node_of(_ADDMM, (z._node, *operands(x, y, st, params)), shape, d, params, st)
 
 
 def _expand_mask(mask, block, rows, cols, stream):
