@@ -187,14 +187,16 @@ def test_only_swaps_of_the_last_two_axes_on_the_products_stream_fold():
     np.testing.assert_array_equal(np.array(across), np.full((2, 5), 4.0, np.float32))
 
 
-def test_a_linear_layer_and_its_gradients_build_no_transposes():
+def test_a_linear_layer_transposes_only_its_weights_cotangent():
     import streamlet.nn as nn
     layer = nn.Linear(4, 3)
     x = mx.ones((2, 4))
     mx.eval(layer.parameters())
+    assert "transpose" not in [p for p, _ in _prims(layer(x))]
     loss_and_grad = nn.value_and_grad(layer, lambda m, v: m(v).sum())
     loss, grads = loss_and_grad(layer, x)
-    assert "transpose" not in [p for p, _ in _prims(loss, grads["weight"], grads["bias"])]
+    names = [p for p, _ in _prims(loss, grads["weight"], grads["bias"])]
+    assert names.count("transpose") == 1  # (x^T c)^T, as MLX computes it
     np.testing.assert_array_equal(np.array(grads["weight"]), np.full((3, 4), 2.0, np.float32))
 
 
@@ -210,3 +212,76 @@ def test_a_compiled_and_an_exported_product_of_a_transpose():
         mx.export_function(path, fn, x, w)
         np.testing.assert_array_equal(np.array(mx.import_function(path)(x, w)[0]),
                                       np.array(fn(x, w)))
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_gradients_of_a_product_of_a_transpose_at_realistic_sizes(mlx, dtype):
+    """The cotangent of a transposed operand is the transpose of the product MLX computes
+    (the product the other way round would sum in another order)."""
+    rng = np.random.default_rng(7)
+    xs, ws, cs = ((64, 300), (200, 300), (64, 200))
+    x, w, c = (rng.standard_normal(s).astype(np.float32) for s in (xs, ws, cs))
+    ours = mx.vjp(lambda a, b: a @ b.T, [mx.array(v).astype(getattr(mx, dtype))
+                                         for v in (x, w)],
+                  [mx.array(c).astype(getattr(mx, dtype))])[1]
+    a, b, ct = (mx.array(v).astype(getattr(mx, dtype)) for v in (x, w, c))
+    at = a.T
+    mx.eval(at)  # an evaluated view, as the transpose node gave it before
+    want = (ct @ b, (at @ ct).T)
+    for got, expected in zip(ours, want):
+        np.testing.assert_array_equal(np.array(got.astype(mx.float32)),
+                                      np.array(expected.astype(mx.float32)))
+    if dtype == "bfloat16":  # MLX's CPU gemm is NumPy's in bfloat16 only (float32 in float32)
+        M = mlx
+        theirs = M.vjp(lambda a, b: a @ b.T, [M.array(v).astype(getattr(M, dtype))
+                                              for v in (x, w)],
+                       [M.array(c).astype(getattr(M, dtype))])[1]
+        for got, expected in zip(ours, theirs):
+            np.testing.assert_array_equal(np.array(got.astype(mx.float32)),
+                                          np.array(expected.astype(M.float32)))
+
+
+class _HalfCleared:
+    """A transpose node as another thread may read it while the worker that ran it clears
+    its fields (its `prim`, then `inputs`, then `params`) after storing its data."""
+
+    def __init__(self, node, prim, inputs, params):
+        self.prim, self.inputs, self.params = prim, inputs, params
+        self.stream, self.shape = node.stream, node.shape
+
+
+@pytest.mark.parametrize("seen", [(True, False, False), (True, True, False),
+                                  (True, False, True), (False, False, False)])
+def test_a_transpose_being_finished_by_a_worker_is_not_folded(seen):
+    """`x @ t` while a worker finishes `t`: whichever of its fields are read cleared, the
+    product reads `t` as an input (never a half-read transpose, never an exception)."""
+    t = mx.ones((3, 2)).T
+    n = t._node
+    keep_prim, keep_inputs, keep_params = seen
+    half = _HalfCleared(n, n.prim if keep_prim else None, n.inputs if keep_inputs else (),
+                        n.params if keep_params else None)
+    params = {}
+    assert linalg._untransposed(half, n.stream, params, "tb") is half and not params
+    whole = _HalfCleared(n, n.prim, n.inputs, n.params)
+    assert linalg._untransposed(whole, n.stream, params, "tb") is n.inputs[0]
+    assert params == {"tb": True}
+
+
+def test_the_export_callback_describes_mlxs_transposes(mlx):
+    def described(M):
+        records = []
+
+        def callback(d):
+            if d["type"] == "primitive":
+                records.append((d["name"], [(i[0], tuple(i[1])) for i in d["inputs"]],
+                                [(o[0], tuple(o[1])) for o in d["outputs"]]))
+        M.export_function(callback, lambda x, w: M.swapaxes(x, -1, -2) @ w.T,
+                          M.ones((4, 3)), M.ones((5, 4)))
+        M.export_function(callback, lambda x, w, c: M.addmm(c, x, w.T), M.ones((3, 4)),
+                          M.ones((5, 4)), M.ones((3, 5)))
+        return [r for r in records if r[0] != "Broadcast"]  # MLX broadcasts addmm's c
+    ours, theirs = described(mx), described(mlx)
+    assert [r[0] for r in ours] == ["Transpose", "Transpose", "Matmul", "Transpose", "Addmm"]
+    assert [r[0] for r in theirs] == ["Transpose", "Transpose", "Matmul", "Transpose", "AddMM"]
+    assert ours[:4] == theirs[:4]
+    assert sorted(ours[4][1][1:]) == sorted(theirs[4][1][:2])  # the product's operands

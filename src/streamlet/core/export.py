@@ -36,6 +36,7 @@ from .dot import _names, label
 from .dtypes import from_name, from_numpy
 from .graph import TRACING, Node
 from .ops.build import SELECT, callable_arg
+from .ops.shape import _TRANSPOSE
 from .stream import resolve
 
 _exporting = threading.local()
@@ -304,8 +305,29 @@ def _arguments(n):
         return "Log", [_LOG_BASE[name]]
     if name in ("sqrt", "rsqrt"):
         return "Sqrt", [name == "rsqrt"]
-    params = [v for k, v in (n.params or {}).items() if k != "outs"]
+    params = [v for k, v in (n.params or {}).items() if k not in _OWN]
     return label(n.prim), [from_numpy(v) if isinstance(v, np.dtype) else v for v in params]
+
+
+_OWN = ("outs", "ta", "tb")  # params MLX's primitives do not have
+
+
+def _unfolded(n):
+    """The Transpose nodes MLX's graph has before step `n` where `n` is a product that
+    reads an operand transposed by its flag (`ops.linalg.operands`), and `n`'s inputs
+    with those nodes in place of the operands."""
+    params = n.params or {}
+    ins = list(n.inputs)
+    added = []
+    first = len(ins) - 2  # the operands: matmul's inputs 0 and 1, addmm's 1 and 2
+    for i, flag in ((first, "ta"), (first + 1, "tb")):
+        if params.get(flag):
+            src = ins[i]
+            k = len(src.shape) - 2
+            ins[i] = Node((*src.shape[:k], src.shape[k + 1], src.shape[k]), src.dtype, _TRANSPOSE,
+                          (src,), {"axes": (*range(k), k + 1, k)}, n.stream)
+            added.append(ins[i])
+    return added, ins
 
 
 def _report(callback, keys, ph, outs, steps, constants):
@@ -322,7 +344,7 @@ def _report(callback, keys, ph, outs, steps, constants):
               "keywords": [(k, name(ph[npos + j])) for j, k in enumerate(keys)]})
     callback({"type": "outputs", "outputs": data(outs)})
     callback({"type": "constants", "constants": [(name(c), wrap(c)) for c in constants]})
-    results = {}
+    results, kept = {}, []
     for n in steps:
         if n.prim is SELECT:
             results.setdefault(id(n.inputs[0]), []).append(n)
@@ -330,8 +352,13 @@ def _report(callback, keys, ph, outs, steps, constants):
         if n.prim is SELECT:
             continue
         got = sorted(results.get(id(n), []), key=lambda s: s.params["index"])
+        added, ins = _unfolded(n)
+        kept.extend(added)  # alive while named: names go by id
+        for t in added:
+            callback({"type": "primitive", "inputs": data(t.inputs), "outputs": data([t]),
+                      "name": "Transpose", "arguments": _arguments(t)[1]})
         prim, arguments = _arguments(n)
-        callback({"type": "primitive", "inputs": data(n.inputs),
+        callback({"type": "primitive", "inputs": data(ins),
                   "outputs": data(got if n.prim.multi else [n]), "name": prim,
                   "arguments": arguments})
 

@@ -94,14 +94,24 @@ def _plain(c, x, y) -> bool:
 
 def _plain_cotangents(c, x, y, ta, tb, st):
     """Thunks of the cotangents of `x` and `y` for the product `A @ B` (A = x, or x's
-    transpose with `ta`; B likewise) given its cotangent `c`, all matrix nodes: each
-    one product, transposes taken by the products' flags.  dA = c B^T, dB = A^T c, and a
-    transposed operand's cotangent is the transpose of these."""
-    dx = (lambda: _product(y, c, st, tb, True)) if ta else \
-        (lambda: _product(c, y, st, False, not tb))
-    dy = (lambda: _product(c, x, st, True, ta)) if tb else \
-        (lambda: _product(x, c, st, not ta, False))
+    transpose with `ta`; B likewise) given its cotangent `c`, all matrix nodes: dA = c B^T
+    and dB = A^T c, each one product reading its operands transposed by flags.  A
+    transposed operand's cotangent is the transpose of that product (a node), as MLX
+    computes it: the product the other way round would round differently."""
+    def dx():
+        g = _product(c, y, st, False, not tb)
+        return _transposed(g, st) if ta else g
+
+    def dy():
+        g = _product(x, c, st, not ta, False)
+        return _transposed(g, st) if tb else g
     return dx, dy
+
+
+def _transposed(a, st):
+    """The transpose node of the matrix `a` on `st`, nothing to check."""
+    n = a._node
+    return bl.node_of(_sh._TRANSPOSE, (n,), n.shape[::-1], n.dtype, {"axes": (1, 0)}, st)
 
 
 def _matmul_cotangents(n, c, wanted, cot, accumulate):
@@ -228,12 +238,15 @@ def operands(x, y, st, params) -> tuple:
 
 
 def _untransposed(n, st, params, flag):
-    if n.prim is _sh._TRANSPOSE and n.stream is st:
-        axes = n.params["axes"]
+    # a worker evaluating `n` meanwhile clears these fields, never sets others: any of
+    # them read not cleared is the transpose's own
+    prim, inputs, own = n.prim, n.inputs, n.params
+    if prim is _sh._TRANSPOSE and inputs and own is not None and n.stream is st:
+        axes = own["axes"]
         k = len(axes) - 2
         if axes == (1, 0) or k > 0 and axes == (*range(k), k + 1, k):
             params[flag] = True
-            return n.inputs[0]
+            return inputs[0]
     return n
 
 
