@@ -34,7 +34,7 @@ from .compile import Tape, _placeholder, _Step
 from .device import Device, DeviceType
 from .dot import _names, label
 from .dtypes import from_name, from_numpy
-from .graph import TRACING, Node
+from .graph import SHAPELESS, TRACING, Node
 from .ops.build import SELECT, callable_arg
 from .ops.shape import _TRANSPOSE
 from .stream import resolve
@@ -136,12 +136,15 @@ def _shape_text(shape):
 
 
 # -- tracing -----------------------------------------------------------------------------------
-def _trace(fun, args, kwargs):
+def _trace(fun, args, kwargs, shapeless):
     """Trace `fun` on placeholders: (keyword names, placeholders, output nodes, steps,
-    constants, the default stream of the trace)."""
+    constants, the default stream of the trace).  Shapeless, the transforms' rules build
+    what follows the shapes of other inputs (as a shapeless compile's trace)."""
     keys = sorted(kwargs)
     flat = list(args) + [kwargs[k] for k in keys]
     _exporting.depth = getattr(_exporting, "depth", 0) + 1
+    outer = SHAPELESS.on
+    SHAPELESS.on = outer or shapeless
     try:
         with TRACING:
             ph = [_placeholder(x) for x in flat]
@@ -152,6 +155,7 @@ def _trace(fun, args, kwargs):
             steps, constants = _program(nodes, starts, flat)
     finally:
         _exporting.depth -= 1
+        SHAPELESS.on = outer
     return keys, starts, nodes, steps, constants, default
 
 
@@ -238,7 +242,7 @@ class FunctionExporter:
         if any(s.matches(a, k, self._shapeless) for s in self._signatures):
             raise RuntimeError("[export_function] Attempting to export a function twice with "
                                "the same signature is not allowed.")
-        keys, ph, outs, steps, constants, default = _trace(self._fun, a, k)
+        keys, ph, outs, steps, constants, default = _trace(self._fun, a, k, self._shapeless)
         signature = _Signature(keys, [(p.shape, p.dtype) for p in ph])
         if self._callback is not None:
             _report(self._callback, keys, ph, outs, steps, constants)
