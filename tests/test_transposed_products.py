@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 import streamlet.core as mx
 from conftest import requires_gpu
-from streamlet.core.array import wrap
 from streamlet.core.eval import _order
 from streamlet.core.ops import linalg
 from streamlet.core.stream import resolve
@@ -132,7 +131,7 @@ def test_flagged_products_on_the_gpu_match_the_cpu(dtype, flags):
     for device in (mx.gpu, mx.cpu):
         a, b = (mx.array(v).astype(getattr(mx, dtype), stream=device) for v in (x, y))
         mx.eval(a, b)
-        out = wrap(linalg._product(a._node, b._node, resolve(device), ta, tb))
+        out = linalg._product(a._node, b._node, resolve(device), ta, tb)
         got.append(np.array(out.astype(mx.float32)))
     assert got[0].shape == (5, 7)
     np.testing.assert_allclose(got[0], got[1], rtol=DTYPES[dtype], atol=DTYPES[dtype])
