@@ -328,8 +328,9 @@ def _unfolded(n):
         if params.get(flag):
             src = ins[i]
             k = len(src.shape) - 2
-            ins[i] = Node((*src.shape[:k], src.shape[k + 1], src.shape[k]), src.dtype, _TRANSPOSE,
-                          (src,), {"axes": (*range(k), k + 1, k)}, n.stream)
+            shape = (*src.shape[:k], src.shape[k + 1], src.shape[k])
+            ins[i] = Node(shape, src.dtype, _TRANSPOSE, (src,),
+                          {"axes": (*range(k), k + 1, k)}, n.stream)
             added.append(ins[i])
     return added, ins
 
