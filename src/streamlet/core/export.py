@@ -36,6 +36,7 @@ from .dot import _names, label
 from .dtypes import from_name, from_numpy
 from .graph import SHAPELESS, TRACING, Node
 from .ops.build import SELECT, callable_arg
+from .ops.linalg import swapped_axes
 from .ops.shape import _TRANSPOSE
 from .stream import resolve
 
@@ -327,10 +328,9 @@ def _unfolded(n):
     for i, flag in ((first, "ta"), (first + 1, "tb")):
         if params.get(flag):
             src = ins[i]
-            k = len(src.shape) - 2
-            shape = (*src.shape[:k], src.shape[k + 1], src.shape[k])
-            ins[i] = Node(shape, src.dtype, _TRANSPOSE, (src,),
-                          {"axes": (*range(k), k + 1, k)}, n.stream)
+            axes = swapped_axes(len(src.shape))
+            ins[i] = Node(tuple(src.shape[a] for a in axes), src.dtype, _TRANSPOSE, (src,),
+                          {"axes": axes}, n.stream)
             added.append(ins[i])
     return added, ins
 

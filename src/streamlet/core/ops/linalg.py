@@ -237,14 +237,18 @@ def operands(x, y, st, params) -> tuple:
     return _untransposed(x._node, st, params, "ta"), _untransposed(y._node, st, params, "tb")
 
 
+def swapped_axes(ndim) -> tuple:
+    """The axes of a transpose of the last two of `ndim` axes, the one a flag stands for."""
+    return (*range(ndim - 2), ndim - 1, ndim - 2)
+
+
 def _untransposed(n, st, params, flag):
     # a worker evaluating `n` meanwhile clears these fields, never sets others: any of
     # them read not cleared is the transpose's own
     prim, inputs, own = n.prim, n.inputs, n.params
     if prim is _sh._TRANSPOSE and inputs and own is not None and n.stream is st:
         axes = own["axes"]
-        k = len(axes) - 2
-        if axes == (1, 0) or k > 0 and axes == (*range(k), k + 1, k):
+        if axes == (1, 0) or len(axes) > 2 and axes == swapped_axes(len(axes)):
             params[flag] = True
             return inputs[0]
     return n
