@@ -454,6 +454,24 @@ def test_memory_read_by_another_stream_is_not_reused_early():
         assert c[0].item() == 7.0
 
 
+def test_an_input_whose_stream_has_finished_needs_no_event(monkeypatch):
+    """Weights made on one stream and evaluated there, then read by another stream (a
+    generation stream's matmuls): no CUDA event is recorded or waited for, and the reads
+    still see the weights' values after their blocks could be reused."""
+    s1, s2 = mx.new_stream(G), mx.new_stream(G)
+    w = mx.full((256, 256), 0.5, stream=s1)
+    mx.eval(w)
+    made = []
+    real = cp.cuda.Event
+    monkeypatch.setattr(cp.cuda, "Event", lambda *a, **k: made.append(1) or real(*a, **k))
+    x = mx.ones((4, 256), stream=s2)
+    for _ in range(3):
+        x = mx.matmul(x, w, stream=s2) * (1 / 128)
+    mx.eval(x)
+    assert made == []
+    np.testing.assert_allclose(np.array(x), np.ones((4, 256)), rtol=1e-3)
+
+
 def test_cpu_to_gpu_to_cpu():
     c = mx.arange(1000, stream=mx.cpu) * 2
     g = mx.sqrt(mx.astype(c, mx.float32), stream=G) + 1

@@ -107,7 +107,7 @@ class Handle:
     """The CUDA side of one GPU stream."""
 
     __slots__ = ("index", "device", "stream", "ptr", "lock", "pending", "hold", "retained",
-                 "epoch", "fault", "watched", "__weakref__")
+                 "epoch", "fault", "watched", "launched", "synced", "__weakref__")
 
     def __init__(self, state):
         self.index = state.stream.device.index
@@ -117,11 +117,13 @@ class Handle:
         self.ptr = self.stream.ptr
         self.lock = threading.RLock()  # guards pending, hold, retained and launches of Lazies
         self.pending = []  # weak references to the Lazies made since the last flush
-        self.hold = []  # inputs from other streams read by pending Lazies
+        self.hold = []  # inputs from other streams read by work of this flush
         self.retained = []  # (event, objects): keep objects alive until the event completes
         self.epoch = 1  # counts flushes; a Lazy of an older one is computed before reuse
         self.fault = None  # a CUDA error met by a flush at the end of a batch (a StreamError)
         self.watched = []  # nodes with index checks not read yet (cuda_checks)
+        self.launched = 0  # the number of the last node run here (they come in order)
+        self.synced = 0  # every node up to this number has finished on the device
 
 
 _create_lock = threading.Lock()
@@ -150,17 +152,16 @@ def execute(node, args):
         lz = _defer(node, args, h)
         if lz is not None:
             return lz
+    h.launched = node.seq
     with h.device, h.stream:
-        held = []
-        dev_args = [_device_arg(a, inp, h, held) for a, inp in zip(args, node.inputs)]
+        # inputs from other streams are held until the flush has waited for this stream
+        dev_args = [_device_arg(a, inp, h, h.hold) for a, inp in zip(args, node.inputs)]
         try:
             out = run_kernel(prim, node.params, node.dtype, dev_args,
                              None if prim.bounds is None else
                              lambda pairs: checks.watch(node, pairs, h))
         except _OOM as exc:
             raise out_of_memory(prim.name, h, exc) from None
-        if held:
-            _retain(h, held)
     return out
 
 
@@ -248,7 +249,7 @@ def _defer(node, args, h):
                 return None
             st = inp.stream
             if st is not None and st.native is not h:
-                a = _from_other_stream(a, st.native, h, h.hold)
+                a = _from_other_stream(a, st.native, h, h.hold, inp.seq)
         elif kind is np.ndarray:
             if FUSE_CTYPE.get(a.dtype) is None:
                 return None
@@ -259,6 +260,7 @@ def _defer(node, args, h):
         operands.append(a)
     lz = Lazy(h, spec, operands, shape, node.dtype.np, depth + 1)
     h.pending.append(_weak(lz))
+    h.launched = node.seq  # computed by this flush
     return lz
 
 
@@ -282,7 +284,7 @@ def _device_arg(a, inp, h, held):
     if kind is cp.ndarray or kind is BF16:
         st = inp.stream
         if st is not None and st.native is not h:
-            return _from_other_stream(a, st.native, h, held)
+            return _from_other_stream(a, st.native, h, held, inp.seq)
         return a
     if isinstance(a, np.generic):
         return np.float32(a) if a.dtype == BF16_NP else a
@@ -293,9 +295,14 @@ def _device_arg(a, inp, h, held):
     return a
 
 
-def _from_other_stream(a, producer, h, held):
-    """`a` made on `producer`'s stream, usable on `h`'s: an event wait, a peer copy if needed."""
+def _from_other_stream(a, producer, h, held, seq=0):
+    """`a` made on `producer`'s stream (by its node number `seq`, 0: not known), usable on
+    `h`'s: an event wait, a peer copy if needed.  `a` goes into `held` all the same: the
+    producer's pool must not hand its block out again before `h`'s reader has run."""
     if producer is None or producer is h:
+        return a
+    if 0 < seq <= producer.synced and producer.index == h.index:
+        held.append(a)  # finished on the device already: nothing to wait for
         return a
     if type(a) is BF16:
         return BF16(_from_other_stream(a.bits, producer, h, held))
@@ -457,6 +464,7 @@ def _launch_entry(plan, roots, kinds, vec, h):
 
 def _flush(h, state):
     """Compute the sinks of the DAGs deferred since the last flush, wait for the GPU."""
+    launched = h.launched
     with h.lock:
         refs, h.pending = h.pending, []
         h.epoch += 1
@@ -472,10 +480,10 @@ def _flush(h, state):
                             lz.error = error
                         report(error, state)
             refs = lazies = plan = None  # not kept alive while the device is waited for
-        if h.hold:
-            hold, h.hold = h.hold, []
-            _retain(h, hold)
+        hold, h.hold = h.hold, []  # inputs read from other streams: kept until the wait
     h.stream.synchronize()
+    h.synced = launched
+    del hold
     if h.watched:
         checks.settle_watched(h)
 
