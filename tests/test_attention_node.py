@@ -179,6 +179,43 @@ def test_the_gpu_node_matches_the_cpu(c):
     np.testing.assert_allclose(_bits(got), _bits(want), rtol=tol, atol=tol)
 
 
+@requires_gpu
+@pytest.mark.parametrize("l_q,l_k,D,D_v,mask,dtype,one_kernel", [
+    (1, 129, 64, 64, None, "bfloat16", True),
+    (1, 700, 128, 128, "causal", "float32", True),
+    (3, 257, 64, 48, "bool_heads", "float16", True),
+    (16, 33, 80, 256, "add", "float32", True),
+    (2, 5, 8, 6, "bool", "float32", True),
+    (17, 40, 64, 64, "causal", "float32", False),  # longer queries: cuBLAS products
+    (1, 12000, 64, 64, None, "float32", False),  # scores beyond a block's shared memory
+    (1, 9, 16, 300, None, "float32", False),  # more value columns than a block's threads
+])
+def test_a_decode_steps_attention_is_one_kernel_on_the_gpu(monkeypatch, l_q, l_k, D, D_v,
+                                                            mask, dtype, one_kernel):
+    """Few query rows (a decode step) take one kernel, a block per row, reading a shared
+    key head and a broadcast mask through their strides; it gives the CPU's result within
+    the dtype's rounding, as the cuBLAS path does for the others."""
+    from streamlet.backend import cuda_fast
+    taken = []
+    real = cuda_fast._rows_attention
+
+    def spy(*args):
+        out = real(*args)
+        taken.append(out is not None)
+        return out
+    monkeypatch.setattr(cuda_fast, "_rows_attention", spy)
+    c = {"B": 2, "n_kv": 2, "n_q": 8, "l_q": l_q, "l_k": l_k, "D": D, "D_v": D_v,
+         "mask": mask, "dtype": dtype, "seed": l_k}
+    q, k, v, m = _inputs(c, mx.cpu)
+    scale = D ** -0.5
+    want = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=m, stream=mx.cpu)
+    got = mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=m, stream=mx.gpu)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    tol = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 8e-2}[dtype]
+    np.testing.assert_allclose(_bits(got), _bits(want), rtol=tol, atol=tol)
+    assert taken == [one_kernel]
+
+
 def test_no_heads_give_an_empty_result_and_query_heads_without_key_heads_an_error():
     """MLX divides by the key heads' count (SIGFPE); here no heads at all attend to
     nothing, and query heads with no key heads are refused when built."""

@@ -183,14 +183,129 @@ def rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
     return out.reshape(shape)
 
 
+_ATTEND = r"""
+#define NEG_INF __int_as_float(0xff800000)
+__device__ __forceinline__ float block_reduce(float v, float* red, bool is_max) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, u) : v + u;
+  }
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < nw ? red[lane] : (is_max ? NEG_INF : 0.0f);
+    for (int o = 16; o > 0; o >>= 1) {
+      const float u = __shfl_xor_sync(0xffffffffu, v, o);
+      v = is_max ? fmaxf(v, u) : v + u;
+    }
+    if (lane == 0) red[32] = v;
+  }
+  __syncthreads();
+  return red[32];
+}
+
+extern "C" __global__ void k(const float* q, const float* kk, const float* v, const MT* mask,
+                             float* out, int n_q, int l_q, int l_k, int D, int Dv, int rep,
+                             long long q0, long long q1, long long q2, long long q3,
+                             long long k0, long long k1, long long k2, long long k3,
+                             long long v0, long long v1, long long v2, long long v3,
+                             long long m0, long long m1, long long m2, long long m3,
+                             float scale, int causal, int has_mask, float fill) {
+  extern __shared__ float sm[];
+  float* qr = sm;          // the query row, scaled
+  float* p = sm + D;       // its scores, then their softmax
+  float* red = p + l_k;    // blockDim.x floats: reductions and the output's partial sums
+  const int t = threadIdx.x, nt = blockDim.x, lane = t & 31, nw = nt >> 5;
+  const long long r = blockIdx.x;
+  const int i = (int)(r % l_q), h = (int)((r / l_q) % n_q);
+  const long long b = r / ((long long)l_q * n_q);
+  const float* qp = q + b * q0 + h * q1 + i * q2;
+  const float* kp = kk + b * k0 + (h / rep) * k1;
+  const float* vp = v + b * v0 + (h / rep) * v1;
+  for (int d = t; d < D; d += nt) qr[d] = scale * qp[d * q3];
+  __syncthreads();
+  const int last = i + l_k - l_q;  // the last key a causal row sees
+  for (int j = t >> 5; j < l_k; j += nw) {
+    const float* kr = kp + j * k2;
+    float s = 0.0f;
+    for (int d = lane; d < D; d += 32) s += qr[d] * kr[d * k3];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+    if (lane == 0) {
+      if (causal && j > last) s = fill;
+      if (has_mask) s = MASK(s, mask[b * m0 + h * m1 + i * m2 + j * m3], fill);
+      p[j] = s;
+    }
+  }
+  __syncthreads();
+  float m = NEG_INF;
+  for (int j = t; j < l_k; j += nt) m = fmaxf(m, p[j]);
+  m = block_reduce(m, red, true);
+  float total = 0.0f;
+  for (int j = t; j < l_k; j += nt) { const float e = expf(p[j] - m); p[j] = e; total += e; }
+  total = block_reduce(total, red, false);
+  for (int j = t; j < l_k; j += nt) p[j] = p[j] / total;
+  __syncthreads();
+  const int groups = nt / Dv, d = t % Dv, g = t / Dv;
+  float acc = 0.0f;
+  if (g < groups)
+    for (int j = g; j < l_k; j += groups) acc += p[j] * vp[j * v2 + d * v3];
+  red[t] = acc;
+  __syncthreads();
+  if (t < Dv) {
+    float o = 0.0f;
+    for (int e = 0; e < groups; ++e) o += red[e * Dv + t];
+    out[r * Dv + t] = o;
+  }
+}
+"""
+_MASKS = {None: ("float", "(s)"), np.dtype(np.bool_): ("bool", "((m) ? (s) : (f))"),
+          _F32: ("float", "((s) + (m))")}
+_SHARED = 48 * 1024  # bytes of shared memory a block may use without opting in
+_ROWS_MAX = 16  # query rows per head the one-kernel path takes (longer: cuBLAS products)
+
+
+def _rows_attention(q, k, v, mask, scale, causal):
+    """Attention of few query rows (a decode step) as one kernel: a block per query row
+    computes its scores, their softmax and its output in float32, reading keys, values
+    and the mask through their strides (a key head shared by query heads, a broadcast
+    mask: no copies).  None where the shapes need the cuBLAS path."""
+    n_b, n_q, l_q, dim = q.shape
+    n_kv, l_k, dv = k.shape[1], k.shape[2], v.shape[-1]
+    rows = n_b * n_q * l_q
+    if not (0 < l_q <= _ROWS_MAX and rows and l_k and n_kv and 0 < dv <= _BLOCK) or \
+            (dim + l_k + _BLOCK) * 4 > _SHARED:
+        return None
+    if mask is not None and mask.dtype not in _MASKS:
+        mask = mask.astype(_F32)
+    mtype, rule = _MASKS[None if mask is None else mask.dtype]
+    fn = _kernel(_ATTEND, MT=mtype, **{"MASK(s, m, f)": rule})
+    out = cp.empty((n_b, n_q, l_q, dv), _F32)
+    steps = [np.int64(s // 4) for a in (q, k, v) for s in a.strides]
+    steps += [np.int64(s // mask.itemsize) for s in mask.strides] if mask is not None \
+        else [np.int64(0)] * 4
+    fn((rows,), (_BLOCK,),
+       (q, k, v, mask if mask is not None else q, out, np.int32(n_q), np.int32(l_q),
+        np.int32(l_k), np.int32(dim), np.int32(dv), np.int32(n_q // n_kv), *steps,
+        np.float32(scale), np.int32(bool(causal)), np.int32(mask is not None),
+        np.float32(np.finfo(np.float32).min)),
+       shared_mem=(dim + l_k + _BLOCK) * 4)
+    return out
+
+
 def attention(xp, q, k, v, *mask, scale, causal):
     """The GPU kernel of `fast.scaled_dot_product_attention` (GpuKernel mode "float32":
-    bfloat16 arrives as float32 and is rounded once at the end): the node's steps with
-    cuBLAS products, computing half precision in float32, the rows of the query heads
-    that share a key head in one product (no copy of the keys per query head)."""
+    bfloat16 arrives as float32 and is rounded once at the end), computing half precision
+    in float32: a decode step's few query rows in one kernel (`_rows_attention`), else
+    the node's steps with cuBLAS products, the rows of the query heads that share a key
+    head in one product (no copy of the keys per query head)."""
     out = q.dtype
     work = _F32 if out.itemsize < 4 else out
     q, k, v = (t.astype(work, copy=False) for t in (q, k, v))
+    if work == _F32:
+        rows = _rows_attention(q, k, v, mask[0] if mask else None, scale, causal)
+        if rows is not None:
+            return rows.astype(out, copy=False)
     mm = functools.partial(matmul, cp, dtype=work)
     return fast._attend(cp, mm, q, k, v, mask[0] if mask else None, scale, causal,
                         merge=True).astype(out, copy=False)
