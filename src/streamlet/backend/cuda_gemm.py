@@ -75,7 +75,8 @@ def gemm(x, y, out_bits, tf32=None):
     if x.ndim < 2 or y.ndim < 2:
         return None
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
-    batch = () if x.ndim == y.ndim == 2 else np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    bx, by = x.shape[:-2], y.shape[:-2]
+    batch = by if not bx else bx if not by or bx == by else np.broadcast_shapes(bx, by)
     x, lx, sx = _strided(x, batch)
     y, ly, sy = _strided(y, batch)
     out = cp.empty(batch + (m, n), _U16 if out_bits else _F32)
