@@ -269,7 +269,7 @@ def _value_of(lz, h, inp):
     materialize(lz)
     v = lz.value
     if lz.handle is not h:
-        v = _from_other_stream(v, lz.handle, h, h.hold)
+        v = _from_other_stream(v, lz.handle, h, h.hold, inp.seq)
     return v
 
 
@@ -280,7 +280,7 @@ def _device_arg(a, inp, h, held):
         materialize(a)
         if a.handle is h:
             return a.value
-        return _from_other_stream(a.value, a.handle, h, held)
+        return _from_other_stream(a.value, a.handle, h, held, inp.seq)
     if kind is cp.ndarray or kind is BF16:
         st = inp.stream
         if st is not None and st.native is not h:
