@@ -474,6 +474,23 @@ def test_an_input_whose_stream_has_finished_needs_no_event(monkeypatch):
     np.testing.assert_allclose(np.array(x), np.ones((4, 256)), rtol=1e-3)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "bool_", "complex64"])
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_concatenate_joins_strided_and_empty_inputs_as_the_cpu(dtype, axis):
+    """A join is one 2-D copy per input on the GPU: inputs transposed or sliced (copied
+    first), of zero length along the axis, or three of them, give the CPU's bytes."""
+    x = RNG.standard_normal((3, 4, 5)) * 4
+
+    def join(a):
+        a = a.astype(getattr(mx, dtype))
+        t = mx.transpose(mx.transpose(a, (2, 1, 0)) + 0, (2, 1, 0))  # strided values
+        empty = mx.split(a, [0], axis=axis)[0]
+        return mx.concatenate([a, t[:, :, ::-1], empty, a * 0 + 1], axis=axis)
+    got, want = gpu_and_cpu(join, x.astype(np.float32))
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
 def test_cpu_to_gpu_to_cpu():
     c = mx.arange(1000, stream=mx.cpu) * 2
     g = mx.sqrt(mx.astype(c, mx.float32), stream=G) + 1
