@@ -72,14 +72,14 @@ _ROPE = r"""
 extern "C" __global__ void k(const TX* x, const OT* offset, const float* inv, TX* out,
                              long long n, long long H, long long T, long long D,
                              long long s0, long long s1, long long s2, long long s3,
-                             int per_batch, int dims, int traditional, int forward,
+                             long long dims, int per_batch, int traditional, int forward,
                              float scale) {
   long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   long long j = e % D, r = e / D, t = r % T, bh = r / T, h = bh % H, b = bh / H;
   const TX* xr = x + b * s0 + h * s1 + t * s2;
   if (j >= dims) { out[e] = xr[j * s3]; return; }
-  const int half = dims / 2;
+  const int half = (int)(dims / 2);
   int i, first;
   if (traditional) { i = (int)(j / 2); first = (j % 2) == 0; }
   else { first = j < half; i = first ? (int)j : (int)j - half; }
@@ -98,8 +98,10 @@ extern "C" __global__ void k(const TX* x, const OT* offset, const float* inv, TX
 """
 
 _C = {_F32: "float", BF16_NP: "unsigned short"}
-_RMS_ARGS = struct.Struct("@PPPqfi")  # the kernels' parameters, as CUDA lays them out
-_ROPE_ARGS = struct.Struct("@PPPP8q4if")
+# the kernels' parameters as CUDA lays them out, each list a multiple of 8 bytes long (no
+# tail padding to disagree about)
+_RMS_ARGS = struct.Struct("@PPPqfi")
+_ROPE_ARGS = struct.Struct("@PPPP9q3if")
 _ATTEND_ARGS = struct.Struct("@5P6i16qfiif")
 
 
@@ -184,7 +186,7 @@ def rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
         _launch(_ROPE, (("TX", _C[dtype]), ("OT", CTYPE[offset.dtype])), _ROPE_ARGS,
                 (n + _BLOCK - 1) // _BLOCK,
                 (xd.data.ptr, offset.data.ptr, inv.data.ptr, out.data.ptr, n, H, T, D,
-                 *[s // item for s in xd.strides], offset.size > 1, dims, bool(traditional),
+                 *[s // item for s in xd.strides], dims, offset.size > 1, bool(traditional),
                  bool(forward), scale))
     return out.reshape(shape)
 
