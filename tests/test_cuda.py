@@ -346,6 +346,17 @@ def test_matmul_layouts_and_stacks_give_the_cpu_product(layout, batch, dtype):
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
 
 
+@pytest.mark.parametrize("shapes", [((2, 1, 4, 5), (1, 0, 5, 6)), ((2, 1, 3, 0), (1, 2, 0, 4)),
+                                    ((0, 3, 4), (4, 2)), ((3, 0), (0, 2))])
+def test_empty_products_and_empty_sums_over_broadcast_batches(shapes):
+    """No elements in the batch, or none summed over: the CPU's shape and zeros, whatever
+    the batch broadcasts (a zero-size operand has no evenly spaced layout to copy to)."""
+    x, y = (RNG.standard_normal(s).astype(np.float32) for s in shapes)
+    got, want = gpu_and_cpu(mx.matmul, x, y)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
 def test_matmul_of_bfloat16_with_float32_promotes_as_the_cpu():
     a, b = sample((5, 7), np.float32), sample((7, 3), np.float32)
     got, want = gpu_and_cpu(lambda a, b: mx.matmul(a.astype(mx.bfloat16), b), a, b)
