@@ -261,6 +261,7 @@ extern "C" __global__ void k(const float* q, const float* kk, const float* v, co
 """
 _MASKS = {None: ("float", "(s)"), np.dtype(np.bool_): ("bool", "((m) ? (s) : (f))"),
           _F32: ("float", "((s) + (m))")}
+_FLOAT32_MIN = np.finfo(np.float32).min  # what a masked-out score becomes, as the array code
 _SHARED = 48 * 1024  # bytes of shared memory a block may use without opting in
 _ROWS_MAX = 16  # query rows per head the one-kernel path takes (longer: cuBLAS products)
 
@@ -273,8 +274,9 @@ def _rows_attention(q, k, v, mask, scale, causal):
     n_b, n_q, l_q, dim = q.shape
     n_kv, l_k, dv = k.shape[1], k.shape[2], v.shape[-1]
     rows = n_b * n_q * l_q
+    shared = (dim + l_k + _BLOCK) * 4  # bytes: the query row, the scores, the partial sums
     if not (0 < l_q <= _ROWS_MAX and rows and l_k and n_kv and 0 < dv <= _BLOCK) or \
-            (dim + l_k + _BLOCK) * 4 > _SHARED:
+            shared > _SHARED:
         return None
     if mask is not None and mask.dtype not in _MASKS:
         mask = mask.astype(_F32)
@@ -288,8 +290,7 @@ def _rows_attention(q, k, v, mask, scale, causal):
        (q, k, v, mask if mask is not None else q, out, np.int32(n_q), np.int32(l_q),
         np.int32(l_k), np.int32(dim), np.int32(dv), np.int32(n_q // n_kv), *steps,
         np.float32(scale), np.int32(bool(causal)), np.int32(mask is not None),
-        np.float32(np.finfo(np.float32).min)),
-       shared_mem=(dim + l_k + _BLOCK) * 4)
+        _FLOAT32_MIN), shared_mem=shared)
     return out
 
 
@@ -302,10 +303,11 @@ def attention(xp, q, k, v, *mask, scale, causal):
     out = q.dtype
     work = _F32 if out.itemsize < 4 else out
     q, k, v = (t.astype(work, copy=False) for t in (q, k, v))
+    mask = mask[0] if mask else None
     if work == _F32:
-        rows = _rows_attention(q, k, v, mask[0] if mask else None, scale, causal)
+        rows = _rows_attention(q, k, v, mask, scale, causal)
         if rows is not None:
             return rows.astype(out, copy=False)
     mm = functools.partial(matmul, cp, dtype=work)
-    return fast._attend(cp, mm, q, k, v, mask[0] if mask else None, scale, causal,
-                        merge=True).astype(out, copy=False)
+    return fast._attend(cp, mm, q, k, v, mask, scale, causal, merge=True).astype(
+        out, copy=False)

@@ -133,9 +133,9 @@ def _matmul_vjp(c, out, x, y, dtype, ta=False, tb=False):
     if _plain(c._node, x._node, y._node):
         return _plain_cotangents(c._node, x._node, y._node, ta, tb, bl.resolve(None))
     dx, dy = _general_cotangents(c, *_flagged(x, y, ta, tb))
-    turned = _sh.swapaxes  # a transposed operand's cotangent is the transposed one
-    return ((lambda: turned(dx(), -1, -2)) if ta else dx,
-            (lambda: turned(dy(), -1, -2)) if tb else dy)
+    swap = _sh.swapaxes  # a transposed operand's cotangent is the transposed one
+    return ((lambda: swap(dx(), -1, -2)) if ta else dx,
+            (lambda: swap(dy(), -1, -2)) if tb else dy)
 
 
 def _general_cotangents(c, x, y):
@@ -248,7 +248,7 @@ def _untransposed(n, st, params, flag):
     prim, inputs, own = n.prim, n.inputs, n.params
     if prim is _sh._TRANSPOSE and inputs and own is not None and n.stream is st:
         axes = own["axes"]
-        if axes == (1, 0) or len(axes) > 2 and axes == swapped_axes(len(axes)):
+        if len(axes) >= 2 and axes == swapped_axes(len(axes)):
             params[flag] = True
             return inputs[0]
     return n
