@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import struct
 
 import cupy as cp
 import numpy as np
@@ -20,10 +21,10 @@ from ..core import fast
 from .cuda import BF16, BF16_BITS, BF16_NP, _bf16_inputs, _to_bf16
 from .cuda_constants import constant
 from .cuda_gemm import matmul
+from . import cuda_fuse as fuse
 from .cuda_fuse import CTYPE
 
 _F32 = np.dtype(np.float32)
-_OPTIONS = ("--std=c++17", "--fmad=false")
 _BLOCK = 256
 
 _COMMON = r"""
@@ -71,14 +72,14 @@ _ROPE = r"""
 extern "C" __global__ void k(const TX* x, const OT* offset, const float* inv, TX* out,
                              long long n, long long H, long long T, long long D,
                              long long s0, long long s1, long long s2, long long s3,
-                             int per_batch, int dims, int traditional, int forward,
+                             long long dims, int per_batch, int traditional, int forward,
                              float scale) {
   long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   long long j = e % D, r = e / D, t = r % T, bh = r / T, h = bh % H, b = bh / H;
   const TX* xr = x + b * s0 + h * s1 + t * s2;
   if (j >= dims) { out[e] = xr[j * s3]; return; }
-  const int half = dims / 2;
+  const int half = (int)(dims / 2);
   int i, first;
   if (traditional) { i = (int)(j / 2); first = (j % 2) == 0; }
   else { first = j < half; i = first ? (int)j : (int)j - half; }
@@ -97,17 +98,23 @@ extern "C" __global__ void k(const TX* x, const OT* offset, const float* inv, TX
 """
 
 _C = {_F32: "float", BF16_NP: "unsigned short"}
-_kernels: dict = {}
+# the kernels' parameters as CUDA lays them out, each list a multiple of 8 bytes long (no
+# tail padding to disagree about)
+_RMS_ARGS = struct.Struct("@PPPqfi")
+_ROPE_ARGS = struct.Struct("@PPPP9q3if")
+_ATTEND_ARGS = struct.Struct("@5P6i16qfiif")
 
 
-def _kernel(source, **types):
-    key = (source, tuple(sorted(types.items())))
-    fn = _kernels.get(key)
-    if fn is None:
-        defs = "".join(f"#define {k} {v}\n" for k, v in types.items())
-        fn = _kernels[key] = cp.RawKernel(defs + BF16_BITS + _COMMON + source, "k",
-                                          options=_OPTIONS)
-    return fn
+def _launch(source, types, args, grid, values, shared=0):
+    """Launch `source`'s kernel "k" (its `types` defined as macros; compiled once per
+    device) on the current stream, its parameters packed by the struct `args` from
+    `values` (pointers as integers): CuPy's own kernel call cost tens of µs of host time
+    for a kernel of a dozen parameters, which a decode step pays twenty times."""
+    fptr = fuse.kernel_for(("fast", source, types), cp.cuda.runtime.getDevice(),
+                           lambda: "".join(f"#define {k} {v}\n" for k, v in types) +
+                           BF16_BITS + _COMMON + source)
+    fuse.launch_packed(fptr, args, values, grid, _BLOCK, cp.cuda.get_current_stream().ptr,
+                       shared)
 
 
 def _dtype(a):
@@ -140,10 +147,10 @@ def rms_norm(xp, x, *rest, eps, has, dtype):
     rows = xd.size // d
     if rows:
         wd = cp.ascontiguousarray(_data(w)) if w is not None else xd
-        fn = _kernel(_RMS, TX=_C[_dtype(x)], TW=_C[_dtype(w) if w is not None else _F32],
-                     TO=_C[dtype])
-        fn((rows,), (_BLOCK,), (xd, wd, out, np.int64(d), np.float32(eps),
-                                np.int32(w is not None)))
+        types = (("TX", _C[_dtype(x)]), ("TW", _C[_dtype(w) if w is not None else _F32]),
+                 ("TO", _C[dtype]))
+        _launch(_RMS, types, _RMS_ARGS, rows,
+                (xd.data.ptr, wd.data.ptr, out.data.ptr, d, eps, w is not None))
     return out
 
 
@@ -174,12 +181,13 @@ def rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
     if n:
         inv = _inverse_frequencies(dims // 2, base, freqs)
         _, H, T, D = xd.shape
-        strides = [np.int64(s // xd.itemsize) for s in xd.strides]
-        fn = _kernel(_ROPE, TX=_C[dtype], OT=CTYPE[offset.dtype])
-        fn(((n + _BLOCK - 1) // _BLOCK,), (_BLOCK,),
-           (xd, cp.ascontiguousarray(offset), inv, out, np.int64(n), np.int64(H),
-            np.int64(T), np.int64(D), *strides, np.int32(offset.size > 1), np.int32(dims),
-            np.int32(bool(traditional)), np.int32(bool(forward)), np.float32(scale)))
+        item = xd.itemsize
+        offset = cp.ascontiguousarray(offset)
+        _launch(_ROPE, (("TX", _C[dtype]), ("OT", CTYPE[offset.dtype])), _ROPE_ARGS,
+                (n + _BLOCK - 1) // _BLOCK,
+                (xd.data.ptr, offset.data.ptr, inv.data.ptr, out.data.ptr, n, H, T, D,
+                 *[s // item for s in xd.strides], dims, offset.size > 1, bool(traditional),
+                 bool(forward), scale))
     return out.reshape(shape)
 
 
@@ -261,7 +269,7 @@ extern "C" __global__ void k(const float* q, const float* kk, const float* v, co
 """
 _MASKS = {None: ("float", "(s)"), np.dtype(np.bool_): ("bool", "((m) ? (s) : (f))"),
           _F32: ("float", "((s) + (m))")}
-_FLOAT32_MIN = np.finfo(np.float32).min  # what a masked-out score becomes, as the array code
+_FLOAT32_MIN = float(np.finfo(np.float32).min)  # what a masked-out score becomes, as the array code
 _SHARED = 48 * 1024  # bytes of shared memory a block may use without opting in
 _ROWS_MAX = 16  # query rows per head the one-kernel path takes (longer: cuBLAS products)
 
@@ -281,16 +289,13 @@ def _rows_attention(q, k, v, mask, scale, causal):
     if mask is not None and mask.dtype not in _MASKS:
         mask = mask.astype(_F32)
     mtype, rule = _MASKS[None if mask is None else mask.dtype]
-    fn = _kernel(_ATTEND, MT=mtype, **{"MASK(s, m, f)": rule})
     out = cp.empty((n_b, n_q, l_q, dv), _F32)
-    steps = [np.int64(s // 4) for a in (q, k, v) for s in a.strides]
-    steps += [np.int64(s // mask.itemsize) for s in mask.strides] if mask is not None \
-        else [np.int64(0)] * 4
-    fn((rows,), (_BLOCK,),
-       (q, k, v, mask if mask is not None else q, out, np.int32(n_q), np.int32(l_q),
-        np.int32(l_k), np.int32(dim), np.int32(dv), np.int32(n_q // n_kv), *steps,
-        np.float32(scale), np.int32(bool(causal)), np.int32(mask is not None),
-        _FLOAT32_MIN), shared_mem=shared)
+    steps = [s // 4 for a in (q, k, v) for s in a.strides]
+    steps += [s // mask.itemsize for s in mask.strides] if mask is not None else [0] * 4
+    _launch(_ATTEND, (("MT", mtype), ("MASK(s, m, f)", rule)), _ATTEND_ARGS, rows,
+            (q.data.ptr, k.data.ptr, v.data.ptr, (mask if mask is not None else q).data.ptr,
+             out.data.ptr, n_q, l_q, l_k, dim, dv, n_q // n_kv, *steps, scale, bool(causal),
+             mask is not None, _FLOAT32_MIN), shared)
     return out
 
 

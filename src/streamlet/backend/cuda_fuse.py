@@ -436,12 +436,18 @@ def launch(fptr, stream_ptr, pointers, n, consts, const_codes, vec):
     if fmt is None:
         fmt = _formats[(len(pointers), const_codes)] = struct.Struct(
             "<" + "Q" * len(pointers) + "q" + const_codes)
-    p = _params
-    fmt.pack_into(p.buf, 0, *pointers, n, *consts)
-    p.size.value = fmt.size
     threads = (n + vec - 1) // vec
-    grid = max(1, (threads + BLOCK - 1) // BLOCK)
-    driver.launchKernel(fptr, grid, 1, 1, BLOCK, 1, 1, 0, stream_ptr, 0, p.extra_ptr)
+    launch_packed(fptr, fmt, (*pointers, n, *consts), max(1, (threads + BLOCK - 1) // BLOCK),
+                  BLOCK, stream_ptr)
+
+
+def launch_packed(fptr, fmt, values, grid, block, stream_ptr, shared=0):
+    """Launch a compiled kernel whose parameters the `struct.Struct` `fmt` packs from
+    `values` (native alignment: as CUDA lays a kernel's parameters out)."""
+    p = _params
+    fmt.pack_into(p.buf, 0, *values)
+    p.size.value = fmt.size
+    driver.launchKernel(fptr, grid, 1, 1, block, 1, 1, shared, stream_ptr, 0, p.extra_ptr)
 
 
 def vector_width(arrays, pointers, n):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
 
 import cupy as cp
@@ -68,65 +69,101 @@ def _cublas():
     return _Cublas()
 
 
-def gemm(x, y, out_bits, tf32=None):
+class _Call:
+    """What a product of operands of given shapes, strides and flags launches, but its
+    pointers: worked out once (`_describe`), then each call allocates and launches."""
+
+    __slots__ = ("shape", "dtype", "empty", "zero", "plan", "args")
+
+    def __init__(self, shape, dtype, empty, zero, plan, args):
+        self.shape, self.dtype, self.empty, self.zero = shape, dtype, empty, zero
+        self.plan, self.args = plan, args
+
+
+_calls: dict = {}  # (shapes, strides, flags, result kind, TF32, device) -> _Call or _COPY
+_CALLS_MAX = 4096  # forgotten all at once beyond this many (shapes that keep changing)
+_COPY = object()  # the matrices of an operand are not evenly spaced in the batch
+
+
+def gemm(x, y, out_bits, tf32=None, ta=False, tb=False):
     """`x @ y` for float32 operands, or bfloat16 ones given as their uint16 bits when
     `out_bits`; None where the layout needs `cupy.matmul` (a vector operand).  float32
-    uses TF32 where `tf32` says (None: where MLX_ENABLE_TF32 allows)."""
+    uses TF32 where `tf32` says (None: where MLX_ENABLE_TF32 allows); `ta`, `tb`: an
+    operand taken with its last two axes swapped."""
     if x.ndim < 2 or y.ndim < 2:
         return None
-    m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
-    bx, by = x.shape[:-2], y.shape[:-2]
-    batch = by if not bx else bx if not by or bx == by else np.broadcast_shapes(bx, by)
-    x, lx, sx = _strided(x, batch)
-    y, ly, sy = _strided(y, batch)
-    out = cp.empty(batch + (m, n), _U16 if out_bits else _F32)
-    if out.size == 0:
+    fast = (TF32 if tf32 is None else tf32) and not out_bits
+    key = (x.shape, x.strides, y.shape, y.strides, ta, tb, out_bits, fast,
+           runtime.getDevice())
+    call = _calls.get(key)
+    if call is None:
+        if len(_calls) >= _CALLS_MAX:
+            _calls.clear()
+        call = _calls[key] = _describe(turned(x, ta), turned(y, tb), out_bits, fast, key[-1])
+    if call is _COPY:  # a copy broadcast to the batch first (attention's shared heads)
+        x, y = turned(x, ta), turned(y, tb)
+        bx, by = x.shape[:-2], y.shape[:-2]
+        batch = np.broadcast_shapes(bx, by)
+        return gemm(_evenly_spaced(x, batch), _evenly_spaced(y, batch), out_bits, fast)
+    out = cp.empty(call.shape, call.dtype)
+    if call.empty:
         return out
-    if k == 0:
+    if call.zero:
         out.fill(0)
         return out
-    kind = _R_16BF if out_bits else _R_32F
-    compute = _COMPUTE_32F_FAST_TF32 if (TF32 if tf32 is None else tf32) and not out_bits \
-        else _COMPUTE_32F
-    lib = _cublas()
     stream = cp.cuda.get_current_stream().ptr
-    count = 1
-    for d in batch:
-        count *= d
     # row-major C = X Y is column-major C^T = Y^T X^T: cuBLAS's A is y, its B is x
     yp, xp, op = y.data.ptr, x.data.ptr, out.data.ptr
-    if not (yp % cublaslt.ALIGN or xp % cublaslt.ALIGN or op % cublaslt.ALIGN):
-        plan = cublaslt.plan((kind, compute, ly[0], lx[0], n, m, k, ly[1], lx[1], n, count,
-                              sy, sx, m * n, runtime.getDevice()))
-        if plan is not None:
-            # the pool reuses the workspace only for work queued after this GEMM on `stream`
-            ws = cp.empty(plan.workspace, np.uint8) if plan.workspace else None
-            cublaslt.matmul(plan, _ONE_PTR, yp, xp, _ZERO_PTR, op, stream,
-                            ws.data.ptr if ws is not None else None)
-            return out
+    plan = call.plan
+    if plan is not None and not (yp % cublaslt.ALIGN or xp % cublaslt.ALIGN or
+                                 op % cublaslt.ALIGN):
+        # the pool reuses the workspace only for work queued after this GEMM on `stream`
+        ws = cp.empty(plan.workspace, np.uint8) if plan.workspace else None
+        cublaslt.matmul(plan, _ONE_PTR, yp, xp, _ZERO_PTR, op, stream,
+                        ws.data.ptr if ws is not None else None)
+        return out
+    lib = _cublas()
     handle = cp.cuda.device.get_cublas_handle()
     if cublas.getPointerMode(handle) != cublas.CUBLAS_POINTER_MODE_HOST:  # alpha, beta: host
         cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
     lib.set_stream(handle, stream)
+    a_op, b_op, n, m, k, lda, ldb, sa, sb, kind, compute, count = call.args
     if count == 1:
-        lib.gemm(handle, ly[0], lx[0], n, m, k, _ONE_PTR, yp, kind, ly[1], xp, kind, lx[1],
+        lib.gemm(handle, a_op, b_op, n, m, k, _ONE_PTR, yp, kind, lda, xp, kind, ldb,
                  _ZERO_PTR, op, kind, n, compute, _ALGO)
     else:
-        lib.gemm_batched(handle, ly[0], lx[0], n, m, k, _ONE_PTR, yp, kind, ly[1], sy, xp,
-                         kind, lx[1], sx, _ZERO_PTR, op, kind, n, m * n, count, compute, _ALGO)
+        lib.gemm_batched(handle, a_op, b_op, n, m, k, _ONE_PTR, yp, kind, lda, sa, xp, kind,
+                         ldb, sb, _ZERO_PTR, op, kind, n, m * n, count, compute, _ALGO)
     return out
 
 
-def _strided(a, batch):
-    """`a`, the layout of its matrices and their stride in the batch, as one cuBLAS call
-    reads them: a copy broadcast to the batch where its matrices are not evenly spaced
+def _describe(x, y, out_bits, fast, device):
+    """The _Call of `x @ y` (operands as the product reads them), or _COPY."""
+    m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
+    bx, by = x.shape[:-2], y.shape[:-2]
+    batch = by if not bx else bx if not by or bx == by else np.broadcast_shapes(bx, by)
+    lx, sx, ly, sy = layout(x), batch_stride(x, batch), layout(y), batch_stride(y, batch)
+    if lx is None or sx is None or ly is None or sy is None:
+        return _COPY
+    shape = batch + (m, n)
+    count = math.prod(batch)
+    kind = _R_16BF if out_bits else _R_32F
+    compute = _COMPUTE_32F_FAST_TF32 if fast else _COMPUTE_32F
+    empty = not (count and m and n)
+    plan = None if empty or not k else \
+        cublaslt.plan((kind, compute, ly[0], lx[0], n, m, k, ly[1], lx[1], n, count, sy, sx,
+                       m * n, device))
+    return _Call(shape, _U16 if out_bits else _F32, empty, not k, plan,
+                 (ly[0], lx[0], n, m, k, ly[1], lx[1], sy, sx, kind, compute, count))
+
+
+def _evenly_spaced(a, batch):
+    """`a` broadcast to the batch and copied, where its matrices are not evenly spaced
     (a broadcast between batch axes: attention's shared key and value heads), which
     costs a copy kernel where `cupy.matmul` cost 0.2 ms of host time."""
-    lay, stride = layout(a), batch_stride(a, batch)
-    if lay is None or stride is None:
+    if layout(a) is None or batch_stride(a, batch) is None:
         a = cp.ascontiguousarray(cp.broadcast_to(a, batch + a.shape[-2:]))
-        lay, stride = layout(a), batch_stride(a, batch)
-    return a, lay, stride
+    return a
 
 
 def matmul(xp, x, y, dtype, ta=False, tb=False):
@@ -134,13 +171,13 @@ def matmul(xp, x, y, dtype, ta=False, tb=False):
     `BF16`, a bfloat16 result leaves as its bits); `ta`, `tb`: an operand taken
     transposed (a view: cuBLAS reads it by columns)."""
     if dtype == BF16_NP:
-        xb, yb = turned(_bits(x), ta), turned(_bits(y), tb)
-        out = gemm(xb, yb, True)
-        return out if out is not None else _to_bf16(_cupy_matmul(_from_bf16(xb),
-                                                                 _from_bf16(yb)))
-    x, y = turned(_as(x, dtype), ta), turned(_as(y, dtype), tb)
-    out = gemm(x, y, False) if dtype == _F32 else None
-    return out if out is not None else _cupy_matmul(x, y)
+        xb, yb = _bits(x), _bits(y)
+        out = gemm(xb, yb, True, ta=ta, tb=tb)
+        return out if out is not None else _to_bf16(
+            _cupy_matmul(_from_bf16(turned(xb, ta)), _from_bf16(turned(yb, tb))))
+    x, y = _as(x, dtype), _as(y, dtype)
+    out = gemm(x, y, False, ta=ta, tb=tb) if dtype == _F32 else None
+    return out if out is not None else _cupy_matmul(turned(x, ta), turned(y, tb))
 
 
 def _bits(a):
