@@ -142,18 +142,19 @@ def _describe(x, y, out_bits, fast, device):
     m, k, n = x.shape[-2], x.shape[-1], y.shape[-1]
     bx, by = x.shape[:-2], y.shape[:-2]
     batch = by if not bx else bx if not by or bx == by else np.broadcast_shapes(bx, by)
+    shape, dtype = batch + (m, n), _U16 if out_bits else _F32
+    count = math.prod(batch)
+    empty = not (count and m and n)
+    if empty or not k:  # nothing to launch (a zero-size operand can't be laid out evenly)
+        return _Call(shape, dtype, empty, not k, None, None)
     lx, sx, ly, sy = layout(x), batch_stride(x, batch), layout(y), batch_stride(y, batch)
     if lx is None or sx is None or ly is None or sy is None:
         return _COPY
-    shape = batch + (m, n)
-    count = math.prod(batch)
     kind = _R_16BF if out_bits else _R_32F
     compute = _COMPUTE_32F_FAST_TF32 if fast else _COMPUTE_32F
-    empty = not (count and m and n)
-    plan = None if empty or not k else \
-        cublaslt.plan((kind, compute, ly[0], lx[0], n, m, k, ly[1], lx[1], n, count, sy, sx,
-                       m * n, device))
-    return _Call(shape, _U16 if out_bits else _F32, empty, not k, plan,
+    plan = cublaslt.plan((kind, compute, ly[0], lx[0], n, m, k, ly[1], lx[1], n, count, sy,
+                          sx, m * n, device))
+    return _Call(shape, dtype, False, False, plan,
                  (ly[0], lx[0], n, m, k, ly[1], lx[1], sy, sx, kind, compute, count))
 
 

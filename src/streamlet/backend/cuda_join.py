@@ -20,7 +20,9 @@ _MAX_PITCH = (1 << 31) - 1  # bytes: what cudaMemcpy2D takes as a row pitch
 def concatenate(xp, *arrays, axis, dtype):
     """The GPU kernel of concatenate (bfloat16 as its bits: bytes are moved, not values)."""
     dtype = np.dtype(dtype)
-    arrays = [a if a.dtype == dtype else a.astype(dtype) for a in arrays]
+    if any(a.dtype != dtype for a in arrays):  # bytes are copied: one width for all
+        raise TypeError(f"[concatenate] inputs of dtypes {[str(a.dtype) for a in arrays]} "
+                        f"for a result of {dtype}.")
     first = arrays[0].shape
     shape = first[:axis] + (sum(a.shape[axis] for a in arrays),) + first[axis + 1:]
     outer = math.prod(shape[:axis])
