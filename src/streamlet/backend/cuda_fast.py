@@ -269,7 +269,7 @@ extern "C" __global__ void k(const float* q, const float* kk, const float* v, co
 """
 _MASKS = {None: ("float", "(s)"), np.dtype(np.bool_): ("bool", "((m) ? (s) : (f))"),
           _F32: ("float", "((s) + (m))")}
-_FLOAT32_MIN = float(np.finfo(np.float32).min)  # what a masked-out score becomes, as the array code
+_FLOAT32_MIN = float(np.finfo(np.float32).min)  # a masked-out score, as the array code
 _SHARED = 48 * 1024  # bytes of shared memory a block may use without opting in
 _ROWS_MAX = 16  # query rows per head the one-kernel path takes (longer: cuBLAS products)
 
