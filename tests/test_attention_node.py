@@ -216,6 +216,41 @@ def test_a_decode_steps_attention_is_one_kernel_on_the_gpu(monkeypatch, l_q, l_k
     assert taken == [one_kernel]
 
 
+@requires_gpu
+@pytest.mark.parametrize("l_q,l_k,mask,one_kernel", [
+    (1, 129, None, True), (3, 40, "add", True), (2, 17, "causal", True),
+    (4, 9, "bool_heads", True), (20, 33, "bool", False)])
+def test_bfloat16_attention_on_the_gpu_is_the_float32_result_rounded_once(
+        monkeypatch, l_q, l_k, mask, one_kernel):
+    """bfloat16 queries, keys and values reach the one-kernel path as they are (no float32
+    copies of the KV cache each step), and every path rounds once at the end: the bits of
+    the float32 computation of the same values, rounded."""
+    from streamlet.backend import cuda_fast
+    seen = []
+    real = cuda_fast._rows_attention
+
+    def spy(q, *rest):
+        out = real(q, *rest)
+        seen.append((q.dtype.name, out is not None))
+        return out
+    monkeypatch.setattr(cuda_fast, "_rows_attention", spy)
+    c = {"B": 2, "n_kv": 2, "n_q": 4, "l_q": l_q, "l_k": l_k, "D": 64, "D_v": 32,
+         "mask": mask, "dtype": "bfloat16", "seed": l_k}
+    q, k, v, m = _inputs(c, mx.gpu)
+    got = mx.fast.scaled_dot_product_attention(q, k, v, scale=0.125, mask=m, stream=mx.gpu)
+    mx.eval(got)
+    assert seen[0] == ("uint16", True) if one_kernel else seen[-1][1] is False
+
+    def f32(a):
+        return a.astype(mx.float32, stream=mx.gpu) if isinstance(a, mx.array) and \
+            a.dtype == mx.bfloat16 else a
+    want = mx.fast.scaled_dot_product_attention(f32(q), f32(k), f32(v), scale=0.125,
+                                                mask=f32(m), stream=mx.gpu)
+    want = want.astype(mx.bfloat16, stream=mx.gpu)
+    assert got.dtype == mx.bfloat16
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
 def test_no_heads_give_an_empty_result_and_query_heads_without_key_heads_an_error():
     """MLX divides by the key heads' count (SIGFPE); here no heads at all attend to
     nothing, and query heads with no key heads are refused when built."""

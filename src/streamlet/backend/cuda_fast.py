@@ -128,8 +128,7 @@ def _data(a):
 def _array_code(kernel, args, params, out_dtype):
     """The op as `core.fast` writes it, in float32 for bfloat16 operands."""
     args, work = _bf16_inputs(list(args), params)
-    out = kernel(cp, *args, **work)
-    return _to_bf16(out) if out_dtype == BF16_NP else out
+    return _rounded(kernel(cp, *args, **work), out_dtype)
 
 
 def rms_norm(xp, x, *rest, eps, has, dtype):
@@ -213,8 +212,8 @@ __device__ __forceinline__ float block_reduce(float v, float* red, bool is_max) 
   return red[32];
 }
 
-extern "C" __global__ void k(const float* q, const float* kk, const float* v, const MT* mask,
-                             float* out, int n_q, int l_q, int l_k, int D, int Dv, int rep,
+extern "C" __global__ void k(const QT* q, const QT* kk, const QT* v, const MT* mask,
+                             QT* out, int n_q, int l_q, int l_k, int D, int Dv, int rep,
                              long long q0, long long q1, long long q2, long long q3,
                              long long k0, long long k1, long long k2, long long k3,
                              long long v0, long long v1, long long v2, long long v3,
@@ -228,16 +227,16 @@ extern "C" __global__ void k(const float* q, const float* kk, const float* v, co
   const long long r = blockIdx.x;
   const int i = (int)(r % l_q), h = (int)((r / l_q) % n_q);
   const long long b = r / ((long long)l_q * n_q);
-  const float* qp = q + b * q0 + h * q1 + i * q2;
-  const float* kp = kk + b * k0 + (h / rep) * k1;
-  const float* vp = v + b * v0 + (h / rep) * v1;
-  for (int d = t; d < D; d += nt) qr[d] = scale * qp[d * q3];
+  const QT* qp = q + b * q0 + h * q1 + i * q2;
+  const QT* kp = kk + b * k0 + (h / rep) * k1;
+  const QT* vp = v + b * v0 + (h / rep) * v1;
+  for (int d = t; d < D; d += nt) qr[d] = scale * ld(qp, d * q3);
   __syncthreads();
   const int last = i + l_k - l_q;  // the last key a causal row sees
   for (int j = t >> 5; j < l_k; j += nw) {
-    const float* kr = kp + j * k2;
+    const QT* kr = kp + j * k2;
     float s = 0.0f;
-    for (int d = lane; d < D; d += 32) s += qr[d] * kr[d * k3];
+    for (int d = lane; d < D; d += 32) s += qr[d] * ld(kr, d * k3);
     for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
     if (lane == 0) {
       if (causal && j > last) s = fill;
@@ -257,13 +256,13 @@ extern "C" __global__ void k(const float* q, const float* kk, const float* v, co
   const int groups = nt / Dv, d = t % Dv, g = t / Dv;
   float acc = 0.0f;
   if (g < groups)
-    for (int j = g; j < l_k; j += groups) acc += p[j] * vp[j * v2 + d * v3];
+    for (int j = g; j < l_k; j += groups) acc += p[j] * ld(vp, j * v2 + d * v3);
   red[t] = acc;
   __syncthreads();
   if (t < Dv) {
     float o = 0.0f;
     for (int e = 0; e < groups; ++e) o += red[e * Dv + t];
-    out[r * Dv + t] = o;
+    st(out, r * Dv + t, o);
   }
 }
 """
@@ -276,9 +275,10 @@ _ROWS_MAX = 16  # query rows per head the one-kernel path takes (longer: cuBLAS 
 
 def _rows_attention(q, k, v, mask, scale, causal):
     """Attention of few query rows (a decode step) as one kernel: a block per query row
-    computes its scores, their softmax and its output in float32, reading keys, values
-    and the mask through their strides (a key head shared by query heads, a broadcast
-    mask: no copies).  None where the shapes need the cuBLAS path."""
+    computes its scores, their softmax and its output in float32, reading float32 or
+    bfloat16 queries, keys and values and the mask through their strides (a key head
+    shared by query heads, a broadcast mask: no copies) and rounding the output once.
+    None where the shapes need the cuBLAS path."""
     n_b, n_q, l_q, dim = q.shape
     n_kv, l_k, dv = k.shape[1], k.shape[2], v.shape[-1]
     rows = n_b * n_q * l_q
@@ -289,10 +289,11 @@ def _rows_attention(q, k, v, mask, scale, causal):
     if mask is not None and mask.dtype not in _MASKS:
         mask = mask.astype(_F32)
     mtype, rule = _MASKS[None if mask is None else mask.dtype]
-    out = cp.empty((n_b, n_q, l_q, dv), _F32)
-    steps = [s // 4 for a in (q, k, v) for s in a.strides]
+    out = cp.empty((n_b, n_q, l_q, dv), q.dtype)
+    steps = [s // q.itemsize for a in (q, k, v) for s in a.strides]
     steps += [s // mask.itemsize for s in mask.strides] if mask is not None else [0] * 4
-    _launch(_ATTEND, (("MT", mtype), ("MASK(s, m, f)", rule)), _ATTEND_ARGS, rows,
+    _launch(_ATTEND, (("QT", _C[q.dtype if q.dtype == _F32 else BF16_NP]), ("MT", mtype),
+                      ("MASK(s, m, f)", rule)), _ATTEND_ARGS, rows,
             (q.data.ptr, k.data.ptr, v.data.ptr, (mask if mask is not None else q).data.ptr,
              out.data.ptr, n_q, l_q, l_k, dim, dv, n_q // n_kv, *steps, scale, bool(causal),
              mask is not None, _FLOAT32_MIN), shared)
@@ -300,19 +301,30 @@ def _rows_attention(q, k, v, mask, scale, causal):
 
 
 def attention(xp, q, k, v, *mask, scale, causal):
-    """The GPU kernel of `fast.scaled_dot_product_attention` (GpuKernel mode "float32":
-    bfloat16 arrives as float32 and is rounded once at the end), computing half precision
-    in float32: a decode step's few query rows in one kernel (`_rows_attention`), else
-    the node's steps with cuBLAS products, the rows of the query heads that share a key
+    """The GPU kernel of `fast.scaled_dot_product_attention` (GpuKernel mode "native"),
+    computing half precision in float32 and rounding once at the end: a decode step's
+    few query rows of float32 or bfloat16 in one kernel (`_rows_attention`), else the
+    node's steps with cuBLAS products, the rows of the query heads that share a key
     head in one product (no copy of the keys per query head)."""
-    out = q.dtype
-    work = _F32 if out.itemsize < 4 else out
-    q, k, v = (t.astype(work, copy=False) for t in (q, k, v))
+    out = _dtype(q)
     mask = mask[0] if mask else None
-    if work == _F32:
+    if type(mask) is BF16:  # an additive mask, exactly
+        mask = _bf16_inputs([mask], {})[0][0]
+    if out in _C:
+        rows = _rows_attention(_data(q), _data(k), _data(v), mask, scale, causal)
+        if rows is not None:
+            return rows
+    (q, k, v), _ = _bf16_inputs([q, k, v], {})
+    work = _F32 if q.dtype.itemsize < 4 else q.dtype
+    q, k, v = (t.astype(work, copy=False) for t in (q, k, v))
+    if work == _F32 and out not in _C:  # float16, in float32
         rows = _rows_attention(q, k, v, mask, scale, causal)
         if rows is not None:
-            return rows.astype(out, copy=False)
+            return _rounded(rows, out)
     mm = functools.partial(matmul, cp, dtype=work)
-    return fast._attend(cp, mm, q, k, v, mask, scale, causal, merge=True).astype(
-        out, copy=False)
+    return _rounded(fast._attend(cp, mm, q, k, v, mask, scale, causal, merge=True), out)
+
+
+def _rounded(x, dtype):
+    """A float32 result as `dtype` (bfloat16: its bits)."""
+    return _to_bf16(x) if dtype == BF16_NP else x.astype(dtype, copy=False)

@@ -715,7 +715,7 @@ def _sdpa_shape(params, qs, ks, vs, *ms):
 
 # one node where there are no sinks; its rules trace `_attention`, as MLX's fallback
 _SDPA = b.make("scaled_dot_product_attention", _sdpa_kernel,
-               gpu=b.GpuKernel("streamlet.backend.cuda_fast:attention"),
+               gpu=b.GpuKernel("streamlet.backend.cuda_fast:attention", bfloat16="native"),
                **rules.via(_sdpa_composite), shape=_sdpa_shape)
 
 
