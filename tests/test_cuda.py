@@ -385,8 +385,8 @@ def test_rms_norm_kernel_gives_the_cpu_values(dtype, weight):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("traditional", [False, True])
-@pytest.mark.parametrize("case", ["transposed", "vector offset", "partial dims", "freqs",
-                                  "three axes"])
+@pytest.mark.parametrize("case", ["transposed", "vector offset", "array offset",
+                                  "partial dims", "freqs", "three axes"])
 def test_rope_kernel_gives_the_cpu_values(dtype, traditional, case):
     x = sample((2, 7, 4, 16), np.float32)  # (B, T, H, D): transposed to (B, H, T, D)
     freqs = np.abs(sample((4,), np.float32)) + 1
@@ -399,6 +399,8 @@ def test_rope_kernel_gives_the_cpu_values(dtype, traditional, case):
             x = mx.swapaxes(x, 1, 2)
         elif case == "vector offset":
             x, kw["offset"] = mx.contiguous(mx.swapaxes(x, 1, 2)), mx.array([5, 9])
+        elif case == "array offset":  # read from the device, as a vector is
+            kw["offset"] = mx.array(3, dtype=mx.int64)
         elif case == "partial dims":
             dims = 8
         elif case == "freqs":
@@ -407,6 +409,23 @@ def test_rope_kernel_gives_the_cpu_values(dtype, traditional, case):
             x = mx.reshape(x, (2, 7, 64))[..., :16]
         return mx.fast.rope(x, dims, **kw)
     _close_to_cpu(*gpu_and_cpu(f, x, freqs), dtype)
+
+
+def test_an_int_rope_offset_is_a_launch_parameter(monkeypatch):
+    """A decode step's int offset reaches the kernel as a parameter: no host-to-device copy
+    (each step has a new one), and the values of an offset read from the device."""
+    from streamlet.backend import cuda
+    x = mx.add(mx.array(sample((1, 4, 3, 16), np.float32)), 0, stream=G)
+    mx.eval(x)
+    copies = []
+    real = cuda._host_to_device
+    monkeypatch.setattr(cuda, "_host_to_device", lambda *a: copies.append(a) or real(*a))
+    kw = dict(traditional=False, base=10000.0, scale=1.0)
+    got = mx.fast.rope(x, 16, offset=129, stream=G, **kw)
+    mx.eval(got)
+    assert copies == []
+    want = mx.fast.rope(x, 16, offset=mx.array(129), stream=G, **kw)
+    np.testing.assert_array_equal(np.array(got), np.array(want))
 
 
 def test_rope_gradient_on_the_gpu_is_the_cpus():

@@ -72,8 +72,8 @@ _ROPE = r"""
 extern "C" __global__ void k(const TX* x, const OT* offset, const float* inv, TX* out,
                              long long n, long long H, long long T, long long D,
                              long long s0, long long s1, long long s2, long long s3,
-                             long long dims, int per_batch, int traditional, int forward,
-                             float scale) {
+                             long long dims, long long first_offset, int per_batch,
+                             int traditional, int forward, float scale) {
   long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= n) return;
   long long j = e % D, r = e / D, t = r % T, bh = r / T, h = bh % H, b = bh / H;
@@ -85,7 +85,7 @@ extern "C" __global__ void k(const TX* x, const OT* offset, const float* inv, TX
   else { first = j < half; i = first ? (int)j : (int)j - half; }
   const long long f1 = traditional ? 2 * i : i, f2 = traditional ? 2 * i + 1 : i + half;
   const float x1 = ld(xr, f1 * s3), x2 = ld(xr, f2 * s3);
-  float pos = (float)t + (float)offset[per_batch ? b : 0];
+  float pos = (float)t + (offset ? (float)offset[per_batch ? b : 0] : (float)first_offset);
   pos = pos * scale;
   const float theta = pos * inv[i];
   const TX* q = (const TX*)0;
@@ -101,7 +101,7 @@ _C = {_F32: "float", BF16_NP: "unsigned short"}
 # the kernels' parameters as CUDA lays them out, each list a multiple of 8 bytes long (no
 # tail padding to disagree about)
 _RMS_ARGS = struct.Struct("@PPPqfi")
-_ROPE_ARGS = struct.Struct("@PPPP9q3if")
+_ROPE_ARGS = struct.Struct("@PPPP10q3if")
 _ATTEND_ARGS = struct.Struct("@5P6i16qfiif")
 
 
@@ -181,11 +181,15 @@ def rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
         inv = _inverse_frequencies(dims // 2, base, freqs)
         _, H, T, D = xd.shape
         item = xd.itemsize
-        offset = cp.ascontiguousarray(offset)
+        if isinstance(offset, np.generic):  # an int offset, a launch parameter
+            pointer, first, per_batch = 0, int(offset), False
+        else:
+            offset = cp.ascontiguousarray(offset)
+            pointer, first, per_batch = offset.data.ptr, 0, offset.size > 1
         _launch(_ROPE, (("TX", _C[dtype]), ("OT", CTYPE[offset.dtype])), _ROPE_ARGS,
                 (n + _BLOCK - 1) // _BLOCK,
-                (xd.data.ptr, offset.data.ptr, inv.data.ptr, out.data.ptr, n, H, T, D,
-                 *[s // item for s in xd.strides], dims, offset.size > 1, bool(traditional),
+                (xd.data.ptr, pointer, inv.data.ptr, out.data.ptr, n, H, T, D,
+                 *[s // item for s in xd.strides], dims, first, per_batch, bool(traditional),
                  bool(forward), scale))
     return out.reshape(shape)
 
