@@ -502,7 +502,7 @@ def test_an_input_whose_stream_has_finished_needs_no_event(monkeypatch):
     monkeypatch.setattr(cp.cuda, "Event", event)
     x = mx.ones((4, 256), stream=s2)
     for _ in range(3):
-        x = mx.matmul(x, w, stream=s2) * (1 / 128)
+        x = mx.multiply(mx.matmul(x, w, stream=s2), 1 / 128, stream=s2)
     mx.eval(x)
     assert not made, made[0]
     np.testing.assert_allclose(np.array(x), np.ones((4, 256)), rtol=1e-3)
