@@ -500,9 +500,7 @@ _ADDMM = b.make("addmm", _addmm, **via(_addmm_composite), shape=_addmm_shape)
 def addmm(c, a, b_, /, alpha=1.0, beta=1.0, *, stream=None):
     """`alpha * (a @ b) + beta * c` in one rounding (`c` broadcast to the product's shape):
     `mx.addmm(mx.zeros((2, 2)), mx.eye(2), mx.ones((2, 2)), 2.0)` is all 2."""
-    from .elementwise import add, multiply
-    from .linalg import matmul
-    x, y, z = (b.as_array(v, "addmm") for v in (a, b_, c))
+    x, y, z = b.as_array(a, "addmm"), b.as_array(b_, "addmm"), b.as_array(c, "addmm")
     alpha, beta = b.float_arg(alpha, "addmm", "alpha"), b.float_arg(beta, "addmm", "beta")
     if x.ndim == 0 or y.ndim == 0:
         raise ValueError("[addmm] Got 0 dimension input. Inputs must have at least one "
@@ -510,6 +508,8 @@ def addmm(c, a, b_, /, alpha=1.0, beta=1.0, *, stream=None):
     d = dt.promote_types(dt.promote_types(x._dtype, y._dtype), z._dtype)
     alpha, beta = float(alpha), float(beta)
     if d.kind == "c":  # MLX: a matmul, then the sum scaled by float32 scalars
+        from .elementwise import add, multiply
+        from .linalg import matmul
         return add(multiply(matmul(x, y, stream=stream), b.scalar(alpha, dt.float32),
                             stream=stream),
                    multiply(b.scalar(beta, dt.float32), z, stream=stream), stream=stream)
