@@ -414,16 +414,19 @@ def test_rope_kernel_gives_the_cpu_values(dtype, traditional, case):
 def test_an_int_rope_offset_is_a_launch_parameter(monkeypatch):
     """A decode step's int offset reaches the kernel as a parameter: no host-to-device copy
     (each step has a new one), and the values of an offset read from the device."""
-    from streamlet.backend import cuda
+    from streamlet.backend import cuda, cuda_fast
     x = mx.add(mx.array(sample((1, 4, 3, 16), np.float32)), 0, stream=G)
     mx.eval(x)
-    copies = []
-    real = cuda._host_to_device
+    copies, launches = [], []
+    real, launch = cuda._host_to_device, cuda_fast._launch
     monkeypatch.setattr(cuda, "_host_to_device", lambda *a: copies.append(a) or real(*a))
+    monkeypatch.setattr(cuda_fast, "_launch", lambda source, types, args, grid, values, *r:
+                        launches.append(values) or launch(source, types, args, grid, values, *r))
     kw = dict(traditional=False, base=10000.0, scale=1.0)
     got = mx.fast.rope(x, 16, offset=129, stream=G, **kw)
     mx.eval(got)
     assert copies == []
+    assert len(launches) == 1 and launches[0][1] == 0 and launches[0][13] == 129  # no pointer
     want = mx.fast.rope(x, 16, offset=mx.array(129), stream=G, **kw)
     np.testing.assert_array_equal(np.array(got), np.array(want))
 
