@@ -102,8 +102,7 @@ def gemm(x, y, out_bits, tf32=None, ta=False, tb=False):
         call = _calls[key] = _describe(turned(x, ta), turned(y, tb), out_bits, fast, key[-1])
     if call is _COPY:  # a copy broadcast to the batch first (attention's shared heads)
         x, y = turned(x, ta), turned(y, tb)
-        bx, by = x.shape[:-2], y.shape[:-2]
-        batch = np.broadcast_shapes(bx, by)
+        batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
         return gemm(_evenly_spaced(x, batch), _evenly_spaced(y, batch), out_bits, fast)
     out = cp.empty(call.shape, call.dtype)
     if call.empty:
