@@ -418,9 +418,9 @@ def test_an_int_rope_offset_is_a_launch_parameter(monkeypatch):
     x = mx.add(mx.array(sample((1, 4, 3, 16), np.float32)), 0, stream=G)
     mx.eval(x)
     copies, launches = [], []
-    real, launch = cuda._host_to_device, cuda_fast._launch
+    real, launch = cuda._host_to_device, cuda_fast.launch_source
     monkeypatch.setattr(cuda, "_host_to_device", lambda *a: copies.append(a) or real(*a))
-    monkeypatch.setattr(cuda_fast, "_launch", lambda source, types, args, grid, values, *r:
+    monkeypatch.setattr(cuda_fast, "launch_source", lambda source, types, args, grid, values, *r:
                         launches.append(values) or launch(source, types, args, grid, values, *r))
     kw = dict(traditional=False, base=10000.0, scale=1.0)
     got = mx.fast.rope(x, 16, offset=129, stream=G, **kw)
@@ -454,6 +454,35 @@ def test_bfloat16_gives_the_cpu_bits():
 def test_linalg_refuses_the_gpu_as_mlx_does():
     with pytest.raises(ValueError):
         mx.linalg.inv(mx.eye(3), stream=G)
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int32"])
+@pytest.mark.parametrize("shape,axis,keepdims", [
+    ((1, 4096), -1, False), ((7, 300), 1, True), ((3, 5, 33), None, False),
+    ((3, 5, 33), None, True), ((6, 40), 0, False), ((2, 1, 1000), 2, False)])
+def test_argmax_and_argmin_on_the_gpu_are_the_cpus(op, dtype, shape, axis, keepdims):
+    """Ties (the first wins), NaNs (the first NaN wins) and infinities, as NumPy decides;
+    the kernel of its own (float32 and bfloat16 rows of the last axis) and the fallback."""
+    values = RNG.integers(-3, 4, shape).astype(np.float32)  # many ties
+    if dtype in ("float32", "bfloat16", "float16"):
+        flat = values.reshape(-1)
+        flat[RNG.integers(0, flat.size, 3)] = np.inf
+        flat[RNG.integers(0, flat.size, 2)] = -np.inf
+        if shape[0] > 2:
+            flat[RNG.integers(0, flat.size, 2)] = np.nan
+    fn = getattr(mx, op)
+    got, want = gpu_and_cpu(lambda a: fn(a.astype(getattr(mx, dtype)), axis=axis,
+                                         keepdims=keepdims), values)
+    assert got.dtype == want.dtype == np.uint32
+    np.testing.assert_array_equal(got, want)
+
+
+def test_argmax_of_a_transposed_view_on_the_gpu():
+    values = RNG.standard_normal((50, 70)).astype(np.float32)
+    got, want = gpu_and_cpu(lambda a: mx.argmax(a.T, axis=-1), values)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, values.argmax(0))
 
 
 # -- streams and order -------------------------------------------------------------------------
@@ -829,6 +858,64 @@ def test_async_eval_returns_while_the_device_is_busy():
         issued = time.perf_counter() - start
         assert issued < 0.25, f"async_eval took {issued:.2f} s"
         assert y.tolist() == list(range(1, 33, 2))
+
+
+def test_async_eval_launches_on_the_calling_thread_and_eval_waits_for_the_device(
+        monkeypatch):
+    """As MLX: async_eval issues the GPU work itself and returns while the device still
+    runs it (no worker thread, no wait); a later eval waits for the device."""
+    from streamlet.backend import cuda
+    threads = []
+    real = cuda.execute
+    monkeypatch.setattr(cuda, "execute",
+                        lambda node, args: (threads.append(threading.get_ident()),
+                                            real(node, args))[1])
+    s = mx.new_stream(G)
+    h = cuda.handle(s._state)
+    with mx.stream(s):
+        x = mx.arange(64, dtype=mx.float32)
+        mx.eval(x)
+        _busy(s, 0.5)
+        y = mx.matmul(mx.reshape(x, (8, 8)), mx.reshape(x, (8, 8))) + 1
+        mx.async_eval(y)
+        assert y._node.data is not None  # launched by this call ...
+        assert set(threads) == {threading.get_ident()}
+        assert not h.stream.done  # ... which did not wait for the device
+        mx.eval(y)
+        assert h.stream.done
+    want = np.arange(64, dtype=np.float32).reshape(8, 8)
+    np.testing.assert_allclose(np.array(y), want @ want + 1, rtol=1e-3)
+
+
+def test_value_and_grad_launches_its_forward_pass_before_building_the_backward(
+        monkeypatch):
+    from streamlet.backend import cuda
+    from streamlet.core import transforms
+    ran, at_walk = [], []
+    real_execute, real_walk = cuda.execute, transforms.vjp_nodes
+    monkeypatch.setattr(cuda, "execute", lambda node, args: (
+        ran.append(node.prim.name), real_execute(node, args))[1])
+    monkeypatch.setattr(transforms, "vjp_nodes",
+                        lambda *a: (at_walk.append(list(ran)), real_walk(*a))[1])
+    rng = np.random.default_rng(3)
+    w0, x0 = rng.standard_normal((2, 16, 16)).astype(np.float32)
+
+    def loss(w, x):
+        return mx.mean(mx.square(mx.maximum(x @ w, 0.0)))
+    got = {}
+    for dev in (G, mx.cpu):
+        with mx.stream(dev):
+            w, x = mx.array(w0), mx.array(x0)
+            value, grad = mx.value_and_grad(loss)(w, x)
+            got[dev] = (value.item(), np.array(grad))
+    assert "matmul" in at_walk[0]  # on the GPU the forward had run when the walk began
+    assert got[G][0] == pytest.approx(got[mx.cpu][0], rel=1e-3)
+    np.testing.assert_allclose(got[G][1], got[mx.cpu][1], rtol=2e-3, atol=1e-5)
+    with mx.stream(G):  # nested, the inner transform launches nothing: its inputs are tracers
+        g2 = mx.grad(lambda w: mx.grad(loss)(w, mx.array(x0)).sum())(mx.array(w0))
+    with mx.stream(mx.cpu):
+        c2 = mx.grad(lambda w: mx.grad(loss)(w, mx.array(x0)).sum())(mx.array(w0))
+    np.testing.assert_allclose(np.array(g2), np.array(c2), rtol=2e-3, atol=1e-5)
 
 
 def test_a_cuda_error_met_by_the_flush_surfaces_from_eval(monkeypatch):

@@ -1,8 +1,8 @@
 """The CPU backend: kernels run on NumPy arrays in the thread that drains the stream.
 
-A backend module provides: execute(node, args), run_deferred(state) (the scheduler's
-call once a batch of a stream's nodes has run: the backend's pass over the work its
-`execute` deferred), import_from(node) (an input that another backend produced),
+A backend module provides: execute(node, args), run_deferred(state, wait) (the
+scheduler's call once a batch of a stream's nodes has run: the backend's pass over the
+work its `execute` deferred, and with `wait` the wait for it), import_from(node) (an input that another backend produced),
 to_numpy(data, state), for_export(data, state), settle(node) and synchronize(state).
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ def execute(node, args):
     return out if type(out) is np.ndarray else np.asarray(out)
 
 
-def run_deferred(state):
+def run_deferred(state, wait=True):
     """Nothing deferred: each CPU kernel ran in `execute`."""
 
 

@@ -462,8 +462,9 @@ def _launch_entry(plan, roots, kinds, vec, h):
                          h.index)
 
 
-def _flush(h, state):
-    """Compute the sinks of the DAGs deferred since the last flush, wait for the GPU."""
+def _flush(h, state, wait=True):
+    """Compute the sinks of the DAGs deferred since the last flush; wait for the GPU, or
+    (not `wait`) keep what the launches read from other streams until they have run."""
     launched = h.launched
     with h.lock:
         refs, h.pending = h.pending, []
@@ -481,6 +482,10 @@ def _flush(h, state):
                         report(error, state)
             refs = lazies = plan = None  # not kept alive while the device is waited for
         hold, h.hold = h.hold, []  # inputs read from other streams: kept until the wait
+    if not wait:
+        if hold:
+            _retain(h, hold)
+        return
     h.stream.synchronize()
     h.synced = launched
     del hold
@@ -488,9 +493,10 @@ def _flush(h, state):
         checks.settle_watched(h)
 
 
-def run_deferred(state):
+def run_deferred(state, wait=True):
     """The scheduler has run a batch of the stream's nodes: its pass over what `execute`
-    deferred (the fused kernels of the batch's elementwise DAGs), then a wait for the GPU.
+    deferred (the fused kernels of the batch's elementwise DAGs), then a wait for the GPU,
+    unless not `wait` (`async_eval`: its work launched, `settle` waits for it when read).
 
     A CUDA error met waiting fails the arrays of the stream read or evaluated until the
     stream's synchronize (`settle`), and that synchronize reports it if nothing did."""
@@ -498,7 +504,7 @@ def run_deferred(state):
     if h is None:
         return
     try:
-        _flush(h, state)
+        _flush(h, state, wait)
     except Exception as exc:
         h.fault = StreamError(f"[eval] CUDA error: {exc}")
         h.fault.__cause__ = exc
@@ -507,14 +513,17 @@ def run_deferred(state):
 # -- the rest of the backend interface ------------------------------------------------------------
 
 def settle(node):
-    """Before `node` is read, returned by eval or copied to the host for a CPU op: its
-    index checks, its fused kernel's failure, and a CUDA error met by the flush of its
-    stream since the last synchronize."""
+    """Before `node` is read, returned by eval or copied to the host for a CPU op: the
+    device's work up to it done (launched by an `async_eval` that did not wait), its index
+    checks, its fused kernel's failure, and a CUDA error met by the flush of its stream
+    since the last synchronize."""
+    h = node.stream.native
+    if h is not None and h.synced < node.seq <= h.launched:
+        run_deferred(node.stream)
     checks.settle_one(node)
     data = node.data
     if type(data) is Lazy and data.error is not None and node.error is None:
         node.error = data.error
-    h = node.stream.native
     if h is not None and h.fault is not None and node.error is None:
         node.error = h.fault
 

@@ -105,7 +105,7 @@ _ROPE_ARGS = struct.Struct("@PPPP10q3if")
 _ATTEND_ARGS = struct.Struct("@5P6i16qfiif")
 
 
-def _launch(source, types, args, grid, values, shared=0):
+def launch_source(source, types, args, grid, values, shared=0):
     """Launch `source`'s kernel "k" (its `types` defined as macros; compiled once per
     device) on the current stream, its parameters packed by the struct `args` from
     `values` (pointers as integers): CuPy's own kernel call cost tens of µs of host time
@@ -148,7 +148,7 @@ def rms_norm(xp, x, *rest, eps, has, dtype):
         wd = cp.ascontiguousarray(_data(w)) if w is not None else xd
         types = (("TX", _C[_dtype(x)]), ("TW", _C[_dtype(w) if w is not None else _F32]),
                  ("TO", _C[dtype]))
-        _launch(_RMS, types, _RMS_ARGS, rows,
+        launch_source(_RMS, types, _RMS_ARGS, rows,
                 (xd.data.ptr, wd.data.ptr, out.data.ptr, d, eps, w is not None))
     return out
 
@@ -186,7 +186,7 @@ def rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
         else:
             offset = cp.ascontiguousarray(offset)
             pointer, first, per_batch = offset.data.ptr, 0, offset.size > 1
-        _launch(_ROPE, (("TX", _C[dtype]), ("OT", CTYPE[offset.dtype])), _ROPE_ARGS,
+        launch_source(_ROPE, (("TX", _C[dtype]), ("OT", CTYPE[offset.dtype])), _ROPE_ARGS,
                 (n + _BLOCK - 1) // _BLOCK,
                 (xd.data.ptr, pointer, inv.data.ptr, out.data.ptr, n, H, T, D,
                  *[s // item for s in xd.strides], dims, first, per_batch, bool(traditional),
@@ -296,7 +296,7 @@ def _rows_attention(q, k, v, mask, scale, causal):
     out = cp.empty((n_b, n_q, l_q, dv), q.dtype)
     steps = [s // q.itemsize for a in (q, k, v) for s in a.strides]
     steps += [s // mask.itemsize for s in mask.strides] if mask is not None else [0] * 4
-    _launch(_ATTEND, (("QT", _C[q.dtype if q.dtype == _F32 else BF16_NP]), ("MT", mtype),
+    launch_source(_ATTEND, (("QT", _C[q.dtype if q.dtype == _F32 else BF16_NP]), ("MT", mtype),
                       ("MASK(s, m, f)", rule)), _ATTEND_ARGS, rows,
             (q.data.ptr, k.data.ptr, v.data.ptr, (mask if mask is not None else q).data.ptr,
              out.data.ptr, n_q, l_q, l_k, dim, dv, n_q // n_kv, *steps, scale, bool(causal),

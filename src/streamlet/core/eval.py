@@ -217,12 +217,14 @@ def _abandon(batches, per_state, handed, ran_here, exc):
     POOL.wake()  # the hand-offs done before the interrupt may not have woken a worker
 
 
-def _run_here(order, per_state):
-    """Run every batch of this eval on the calling thread, in graph order."""
+def _run_here(order, per_state, wait):
+    """Run every batch of this eval on the calling thread, in graph order; a GPU stream's
+    work is waited for if `wait` and the eval has one stream, else only launched (its
+    reads and `eval` wait for it: the backend's `settle`)."""
     if len(per_state) == 1:
         st = order[0].stream
         batch = st.queue[0]
-        run_batch(st, batch, True)
+        run_batch(st, batch, True, wait)
         st.finish(batch)
         return
     batches = [st.queue[0] for st in per_state]
@@ -237,6 +239,7 @@ def _run_here(order, per_state):
         order[i] = None
     del node
     for st, batch in zip(per_state, batches):
+        st.backend.run_deferred(st, False)
         st.finish(batch)
 
 
@@ -268,7 +271,7 @@ def dispatch(outputs, blocking):
         started = _started(batches)
         if len(started) == len(per_state) and (work is None or here):
             ran_here = order
-            _run_here(order, per_state)
+            _run_here(order, per_state, blocking)
             return
         order = per_state = None  # the batches hold the nodes now, and drop each once run
         mine = None
@@ -293,15 +296,13 @@ def _work(st, nodes):
 def _runs_here(work, blocking, pending):
     """Small work, or one large stream the caller would only wait for anyway.
 
-    async_eval runs small work here only if nothing it needs is still running elsewhere,
-    and never GPU work: the end of a GPU stream's batch waits for the device.
+    async_eval runs small work here (GPU work is launches, not waited for) only if
+    nothing it needs is still running elsewhere.
     """
     big = sum(w >= SMALL_WORK for w in work.values())
     if blocking:
         return big <= 1
-    if big or any(st.gpu for st in work):
-        return False
-    return not pending
+    return not big and not pending
 
 
 def eval(*args) -> None:
@@ -339,11 +340,24 @@ def eval(*args) -> None:
             raise_error(n)
 
 
+def launch_on_gpu(a: array) -> None:
+    """Start the GPU work behind `a` from the calling thread, without waiting for it:
+    value_and_grad's forward pass then runs on the device while its backward graph is
+    built.  Elsewhere (the CPU, an array already scheduled) nothing happens."""
+    n = a._node
+    if n.prim is not None and not n.seq and n.stream.gpu:
+        try:
+            dispatch([n], blocking=False)
+        except RuntimeError:  # a stream this thread may not use: left to the eval, which
+            pass              # raises it where MLX does (nothing was queued)
+
+
 def async_eval(*args) -> None:
     """Schedule arrays for evaluation and return at once; a later read or eval waits.
 
     The work is scheduled as `eval` schedules it; small work may run before
-    the call returns. Reading an array (`item`, `tolist`, `np.array`), an
+    the call returns, and GPU work is launched by the calling thread (as MLX
+    does), the call returning without waiting for the device. Reading an array (`item`, `tolist`, `np.array`), an
     `eval` of it or `synchronize` of its stream waits for it.
 
     Args:

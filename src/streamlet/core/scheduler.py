@@ -260,10 +260,10 @@ def failure(name, exc) -> StreamError:
     return error
 
 
-def run_batch(state, batch, blocking) -> bool:
+def run_batch(state, batch, blocking, wait=True) -> bool:
     """Run a batch from where it stopped, then the backend's pass over what it deferred
-    (`run_deferred`: the GPU's fused kernels); False if it parked waiting for another
-    stream."""
+    (`run_deferred`: the GPU's fused kernels, and unless not `wait`, the wait for the
+    device); False if it parked waiting for another stream."""
     nodes, waits, signals = batch.nodes, batch.waits, batch.signals
     for i in range(batch.pos, len(nodes)):
         if batch.cancel is not None:  # the eval's thread was interrupted
@@ -287,7 +287,7 @@ def run_batch(state, batch, blocking) -> bool:
         if signals and i in signals:
             state.advance(node.seq)
     batch.pos = len(nodes)
-    state.backend.run_deferred(state)
+    state.backend.run_deferred(state, wait)
     return True
 
 

@@ -462,7 +462,10 @@ def _arg(fn):
 
 
 def _make_arg(name, kernel):
-    prim = b.make(name, kernel, vjp=_no_vjp, jvp=lambda t, out, x, **p: inert_tangent(t, out),
+    KERNELS[name] = kernel
+    prim = b.make(name, kernel, gpu=b.GpuKernel(f"streamlet.backend.cuda_pick:{name}",
+                                                bfloat16="native"),
+                  vjp=_no_vjp, jvp=lambda t, out, x, **p: inert_tangent(t, out),
                   vmap=_arg_vmap, shape=_reduced_shape)
 
     def op(a, /, axis=None, keepdims=False, *, stream=None):

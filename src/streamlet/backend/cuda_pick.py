@@ -1,0 +1,82 @@
+"""argmax and argmin on the GPU: one launch over the rows of the last axis.
+
+CuPy's own argmax is a reduction kernel giving int64, then a cast to uint32, and for
+bfloat16 two more launches widening the bits to float32 first: about 90 µs of host time
+for a decode step's one row of logits (150 in bfloat16).  Here one block reduces each
+row, reading float32 or bfloat16 as it is, with NumPy's rules: the first of equal
+values, and the first NaN wherever there is one.  Other dtypes and layouts (an inner
+axis, a strided row) run the CPU's kernel on CuPy arrays.
+"""
+from __future__ import annotations
+
+import struct
+
+import cupy as cp
+import numpy as np
+
+from ..core.ops.reduction import KERNELS
+from .cuda import BF16, _bf16_inputs
+from .cuda_fast import launch_source
+
+_F32 = np.dtype(np.float32)
+_ARGS = struct.Struct("@PPq")
+
+_PICK = r"""
+__device__ __forceinline__ bool first_wins(float a, long long i, float b, long long j) {
+  const bool na = a != a, nb = b != b;
+  if (na || nb) return na && (!nb || i < j);
+  if (a != b) return LARGEST ? a > b : a < b;
+  return i < j;
+}
+
+extern "C" __global__ void k(const TX* x, unsigned int* out, long long d) {
+  const TX* row = x + (long long)blockIdx.x * d;
+  float best = 0.0f;
+  long long at = -1;
+  for (long long j = threadIdx.x; j < d; j += blockDim.x) {
+    const float v = ld(row, j);
+    if (at < 0 || first_wins(v, j, best, at)) { best = v; at = j; }
+  }
+  __shared__ float bests[32];
+  __shared__ long long ats[32];
+  for (int o = 16; o > 0; o >>= 1) {
+    const float v = __shfl_down_sync(0xffffffffu, best, o);
+    const long long i = __shfl_down_sync(0xffffffffu, at, o);
+    if (i >= 0 && (at < 0 || first_wins(v, i, best, at))) { best = v; at = i; }
+  }
+  if ((threadIdx.x & 31) == 0) { bests[threadIdx.x >> 5] = best; ats[threadIdx.x >> 5] = at; }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < (int)(blockDim.x >> 5); ++w)
+      if (ats[w] >= 0 && first_wins(bests[w], ats[w], best, at)) { best = bests[w]; at = ats[w]; }
+    out[blockIdx.x] = (unsigned int)at;
+  }
+}
+"""
+
+
+def argmax(xp, a, axis, keepdims):
+    return _pick(a, axis, keepdims, True)
+
+
+def argmin(xp, a, axis, keepdims):
+    return _pick(a, axis, keepdims, False)
+
+
+def _pick(a, axis, keepdims, largest):
+    bf16 = type(a) is BF16
+    data = a.bits if bf16 else a
+    shape = data.shape
+    if not ((axis is None or axis == len(shape) - 1) and data.flags.c_contiguous and
+            data.size and (bf16 or data.dtype == _F32)):
+        args, _ = _bf16_inputs([a], None)
+        return KERNELS["argmax" if largest else "argmin"](cp, args[0], axis, keepdims)
+    d = data.size if axis is None else shape[-1]
+    rows = data.size // d
+    out = cp.empty(rows, np.uint32)
+    launch_source(_PICK, (("TX", "unsigned short" if bf16 else "float"),
+                          ("LARGEST", int(largest))),
+                  _ARGS, rows, (data.data.ptr, out.data.ptr, d))
+    if axis is None:
+        return out.reshape((1,) * len(shape) if keepdims else ())
+    return out.reshape(shape[:-1] + ((1,) if keepdims else ()))
