@@ -847,10 +847,12 @@ def test_at_multiply_on_the_gpu_gives_the_cpus_bits(dtype):
 
 
 def test_async_eval_returns_while_the_device_is_busy():
+    """The kernel is loaded first: loading one (CUDA's lazy loading) may wait for the
+    device, as the launch runs on the calling thread."""
     s = mx.new_stream(G)
     with mx.stream(s):
         x = mx.arange(16)
-        mx.eval(x)
+        mx.eval(x, x * 2 + 1)
         _busy(s, 0.5)
         start = time.perf_counter()
         y = x * 2 + 1
@@ -872,11 +874,14 @@ def test_async_eval_launches_on_the_calling_thread_and_eval_waits_for_the_device
                                             real(node, args))[1])
     s = mx.new_stream(G)
     h = cuda.handle(s._state)
+    def f(x):
+        return mx.matmul(mx.reshape(x, (8, 8)), mx.reshape(x, (8, 8))) + 1
     with mx.stream(s):
         x = mx.arange(64, dtype=mx.float32)
-        mx.eval(x)
+        mx.eval(x, f(x))  # its kernels loaded (a first load may wait for the device)
+        threads.clear()
         _busy(s, 0.5)
-        y = mx.matmul(mx.reshape(x, (8, 8)), mx.reshape(x, (8, 8))) + 1
+        y = f(x)
         mx.async_eval(y)
         assert y._node.data is not None  # launched by this call ...
         assert set(threads) == {threading.get_ident()}

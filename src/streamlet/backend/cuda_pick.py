@@ -3,7 +3,7 @@
 CuPy's own argmax is a reduction kernel giving int64, then a cast to uint32, and for
 bfloat16 two more launches widening the bits to float32 first: about 90 µs of host time
 for a decode step's one row of logits (150 in bfloat16).  Here one block reduces each
-row, reading float32 or bfloat16 as it is, with NumPy's rules: the first of equal
+row, reading float32, float16 or bfloat16 as it is, with NumPy's rules: the first of equal
 values, and the first NaN wherever there is one.  Other dtypes and layouts (an inner
 axis, a strided row) run the CPU's kernel on CuPy arrays.
 """
@@ -18,10 +18,13 @@ from ..core.ops.reduction import KERNELS
 from .cuda import BF16, _bf16_inputs
 from .cuda_fast import launch_source
 
-_F32 = np.dtype(np.float32)
+_C = {np.dtype(np.float32): "float", np.dtype(np.float16): "__half"}
 _ARGS = struct.Struct("@PPq")
 
 _PICK = r"""
+#include <cuda_fp16.h>
+__device__ __forceinline__ float ld(const __half* p, long long i) { return __half2float(p[i]); }
+
 __device__ __forceinline__ bool first_wins(float a, long long i, float b, long long j) {
   const bool na = a != a, nb = b != b;
   if (na || nb) return na && (!nb || i < j);
@@ -67,15 +70,15 @@ def _pick(a, axis, keepdims, largest):
     bf16 = type(a) is BF16
     data = a.bits if bf16 else a
     shape = data.shape
+    ctype = "unsigned short" if bf16 else _C.get(data.dtype)
     if not ((axis is None or axis == len(shape) - 1) and data.flags.c_contiguous and
-            data.size and (bf16 or data.dtype == _F32)):
+            data.size and ctype):
         args, _ = _bf16_inputs([a], None)
         return KERNELS["argmax" if largest else "argmin"](cp, args[0], axis, keepdims)
     d = data.size if axis is None else shape[-1]
     rows = data.size // d
     out = cp.empty(rows, np.uint32)
-    launch_source(_PICK, (("TX", "unsigned short" if bf16 else "float"),
-                          ("LARGEST", int(largest))),
+    launch_source(_PICK, (("TX", ctype), ("LARGEST", int(largest))),
                   _ARGS, rows, (data.data.ptr, out.data.ptr, d))
     if axis is None:
         return out.reshape((1,) * len(shape) if keepdims else ())

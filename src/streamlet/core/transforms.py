@@ -19,7 +19,7 @@ import operator
 
 from . import trees
 from .array import array, const, node, node_of, wrap
-from .eval import launch_on_gpu
+from .eval import launch_on_gpu, let_go
 from .graph import SHAPELESS, TRACING, Node, Primitive
 from . import ops as _ops
 from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, broadcast_shapes, callable_arg, \
@@ -445,10 +445,11 @@ def _value_and_grad(fun, nums, names, tag, scalar_only):
                 trees.restore(wanted, starts, flat)
             outs = _loss_outputs(value, tag, scalar_only)
             loss = outs[0]
-            if TRACING.outermost():
-                launch_on_gpu(loss)
+            launched = TRACING.outermost() and launch_on_gpu(loss)
             cot = _pair_cotangents([loss], [const(1.0, loss._dtype)], tag[1:-1])
             grads = vjp_nodes([loss._node], starts, cot, range(len(flat)))
+        if launched:  # the forward pass has run, keeping its graph for the walk
+            let_go(loss._node)
         grads = [g if g is not None else _zeros_like(a) for g, a in zip(grads, flat)]
         value = _stop_aux(value)
         return value, _regroup(slots, wanted, parts, grads, len(nums), bool(names))
