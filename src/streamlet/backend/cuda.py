@@ -22,7 +22,7 @@ kernel on A.  What that misses is a block of A read by a kernel on stream B and
 freed (its last Python reference dropped) before B's kernel ran: A could reuse
 it too early.  So every input read across streams or devices is held, with an
 event recorded after the reading kernel, until that event has completed
-(`Handle.retained`, swept on later launches and at synchronize); inputs of
+(`_retained`, swept on later launches and whenever a stream is waited for); inputs of
 deferred kernels are held until the flush that launches them (`Handle.hold`),
 and pinned staging buffers until their copy has run.  We chose this
 over `MemoryAsyncPool` because cudaFreeAsync orders a free only on one stream,
@@ -106,8 +106,8 @@ def device_info(index: int) -> dict:
 class Handle:
     """The CUDA side of one GPU stream."""
 
-    __slots__ = ("index", "device", "stream", "ptr", "lock", "pending", "hold", "retained",
-                 "epoch", "fault", "watched", "launched", "synced", "__weakref__")
+    __slots__ = ("index", "device", "stream", "ptr", "lock", "pending", "hold", "epoch",
+                 "fault", "watched", "launched", "synced", "__weakref__")
 
     def __init__(self, state):
         self.index = state.stream.device.index
@@ -115,10 +115,9 @@ class Handle:
         with self.device:
             self.stream = cp.cuda.Stream(non_blocking=True)
         self.ptr = self.stream.ptr
-        self.lock = threading.RLock()  # guards pending, hold, retained and launches of Lazies
+        self.lock = threading.RLock()  # guards pending, hold and launches of Lazies
         self.pending = []  # weak references to the Lazies made since the last flush
         self.hold = []  # inputs from other streams read by work of this flush
-        self.retained = []  # (event, objects): keep objects alive until the event completes
         self.epoch = 1  # counts flushes; a Lazy of an older one is computed before reuse
         self.fault = None  # a CUDA error met by a flush at the end of a batch (a StreamError)
         self.watched = []  # nodes with index checks not read yet (cuda_checks)
@@ -359,11 +358,20 @@ def _retain(h, objects):
     """Keep `objects` alive until the work queued so far on `h`'s stream has run."""
     ev = cp.cuda.Event(block=False, disable_timing=True)
     ev.record(h.stream)
-    with h.lock:
-        r = h.retained
-        while r and r[0][0].done:
-            r.pop(0)
-        r.append((ev, objects))
+    with _retained_lock:
+        _sweep()
+        _retained.append((ev, objects))
+
+
+# (event, objects) of every stream: one list, so that a stream no one uses again does not
+# keep its last reads alive; swept at each retain and each wait for a stream
+_retained: list = []
+_retained_lock = threading.Lock()
+
+
+def _sweep():
+    """Let go of the retained objects whose work has run (call with `_retained_lock`)."""
+    _retained[:] = [r for r in _retained if not r[0].done]
 
 
 def out_of_memory(op, h, exc):
@@ -489,6 +497,9 @@ def _flush(h, state, wait=True):
     h.stream.synchronize()
     h.synced = launched
     del hold
+    if _retained:
+        with _retained_lock:
+            _sweep()
     if h.watched:
         checks.settle_watched(h)
 
@@ -579,10 +590,6 @@ def synchronize(state):
         raise RuntimeError(str(fault).replace("[eval]", "[synchronize]", 1)) from fault
     try:
         _flush(h, state)
-        with h.lock:
-            r = h.retained
-            while r and r[0][0].done:
-                r.pop(0)
         apply_cache_limit()
     except Exception as exc:
         raise RuntimeError(f"[synchronize] CUDA error on {state.stream}: {exc}") from exc
