@@ -71,7 +71,7 @@ class _Stream:
 class _Handle:
     def __init__(self):
         self.lock = threading.RLock()
-        self.watched = []
+        self.checks = []
         self.stream = None
 
 
@@ -123,3 +123,43 @@ def test_a_flag_read_meanwhile_passes_or_fails_the_consumer(checks):
     later = _node(bad)  # bad itself was not settled, but its flag failed: so does later
     with pytest.raises(Exception, match="Index out of bounds"):
         checks.inherit(later, h)
+
+
+def test_a_chain_shares_its_tuple_of_flags(checks):
+    h = _Handle()
+    x = Node((2,), dt.float32, TAKE, (_node(), _node()))
+    x.stream = _Stream()
+    checks.inherit(x, h)
+    checks.watch(x, [(np.array([0, 1]), 4)], h)
+    chain = [x]
+    for _ in range(5):
+        chain.append(_node(chain[-1]))
+        checks.inherit(chain[-1], h)
+    assert all(checks._unchecked[n] is checks._unchecked[x] for n in chain)
+
+
+@pytest.mark.parametrize("idx", [[0, 3], [0, 4]])
+def test_the_flush_reads_its_streams_flags_and_fails_what_came_from_a_bad_one(checks, idx):
+    h = _Handle()
+    x = Node((2,), dt.float32, TAKE, (_node(), _node()))
+    x.stream = _Stream()
+    checks.inherit(x, h)
+    checks.watch(x, [(np.array(idx), 4)], h)
+    y, unrelated = _node(x), _node()
+    for n in (y, unrelated):
+        checks.inherit(n, h)
+    checks.settle_watched(h)
+    assert h.checks == [] and not checks._unchecked
+    if idx[-1] < 4:
+        assert x.error is None and y.error is None
+    else:
+        assert "Index out of bounds" in str(y.error) and y.error is x.error
+        assert y.error in y.stream.errors
+    assert unrelated.error is None
+    later = _node(y)  # y's flag read: nothing left to wait for (or its error at once)
+    if idx[-1] < 4:
+        checks.inherit(later, h)
+        assert later not in checks._unchecked
+    else:
+        with pytest.raises(Exception, match="Index out of bounds"):
+            checks.inherit(later, h)

@@ -107,7 +107,7 @@ class Handle:
     """The CUDA side of one GPU stream."""
 
     __slots__ = ("index", "device", "stream", "ptr", "lock", "pending", "hold", "epoch",
-                 "fault", "watched", "launched", "synced", "__weakref__")
+                 "fault", "checks", "launched", "synced", "__weakref__")
 
     def __init__(self, state):
         self.index = state.stream.device.index
@@ -120,7 +120,7 @@ class Handle:
         self.hold = []  # inputs from other streams read by work of this flush
         self.epoch = 1  # counts flushes; a Lazy of an older one is computed before reuse
         self.fault = None  # a CUDA error met by a flush at the end of a batch (a StreamError)
-        self.watched = []  # nodes with index checks not read yet (cuda_checks)
+        self.checks = []  # index checks of this stream whose flags are not read yet
         self.launched = 0  # the number of the last node run here (they come in order)
         self.synced = 0  # every node up to this number has finished on the device
 
@@ -500,7 +500,7 @@ def _flush(h, state, wait=True):
     if _retained:
         with _retained_lock:
             _sweep()
-    if h.watched:
+    if h.checks:
         checks.settle_watched(h)
 
 

@@ -51,27 +51,36 @@ def inherit(node, h):
     `node` takes its inputs' flags not read yet, each once: a flag read meanwhile has
     failed (that error fails `node`) or passed (nothing to wait for).  Without that, each
     diamond of the graph (a residual `x + f(x)`) doubled the copies of a flag: a token of
-    a small transformer carried hundreds of thousands, and reading them took 0.4 s."""
+    a small transformer carried hundreds of thousands, and reading them took 0.4 s.  A
+    node whose unchecked inputs share one tuple of flags (a chain after an embedding
+    lookup: every node of a decode step) takes that tuple as it is."""
     if not _unchecked:  # no flag anywhere (inputs' flags are registered before they run)
         for inp in node.inputs:
             if inp.error is not None:
                 raise inp.error
         return
-    unread = {}
     with _lock:
+        found = None
+        merged = False
         for inp in node.inputs:
             if inp.error is not None:  # read after the scheduler looked at the input
                 raise inp.error
-            for c in _unchecked.get(inp, ()):
-                if c.error is not None:
-                    raise c.error
-                if c.flag is not None:
-                    unread[id(c)] = c
-        if unread:
-            _unchecked[node] = tuple(unread.values())
-    if unread:
-        with h.lock:
-            h.watched.append(node)
+            cs = _unchecked.get(inp)
+            if cs is not None and cs is not found:
+                merged = found is not None
+                found = cs if found is None else found + cs
+        if found is None:
+            return
+        fresh = True
+        for c in found:
+            if c.error is not None:
+                raise c.error
+            if c.flag is None:
+                fresh = False
+        if merged or not fresh:
+            found = tuple({id(c): c for c in found if c.flag is not None}.values())
+        if found:
+            _unchecked[node] = found
 
 
 def watch(node, pairs, h):
@@ -89,7 +98,7 @@ def watch(node, pairs, h):
         with _lock:
             _unchecked[node] = _unchecked.get(node, ()) + (check,)
         with h.lock:
-            h.watched.append(node)
+            h.checks.append(check)
 
 
 def settle(nodes):
@@ -98,25 +107,33 @@ def settle(nodes):
     with _lock:
         mine = list({id(c): c for n in nodes for c in _unchecked.get(n, ())
                      if c.flag is not None}.values())
-    for c in mine:
-        ready = c.ready
-        if ready is not None:
-            ready.synchronize()
+    _wait_for(mine)
     with _lock:
         for c in mine:
             if c.flag is not None:
                 _read(c)
         for node in nodes:
             checks = _unchecked.pop(node, None)
-            if checks is None:
-                continue
-            failed = next((c.error for c in checks if c.error is not None), None)
-            if failed is not None and node.error is None:
-                node.error = failed
-                st = node.stream
-                with st.lock:
-                    if all(e is not failed for e in st.errors):
-                        st.errors.append(failed)
+            if checks is not None:
+                _fail(node, next((c.error for c in checks if c.error is not None), None))
+
+
+def _wait_for(checks):
+    for c in checks:
+        ready = c.ready
+        if ready is not None:
+            ready.synchronize()
+
+
+def _fail(node, error):
+    """(With `_lock` held.) `node` takes its check's `error` (if any) and its stream's
+    synchronize reports it."""
+    if error is not None and node.error is None:
+        node.error = error
+        st = node.stream
+        with st.lock:
+            if all(e is not error for e in st.errors):
+                st.errors.append(error)
 
 
 def _read(c):
@@ -130,14 +147,24 @@ def _read(c):
 
 
 def settle_watched(h):
-    """At the end of an eval on `h`'s stream (its work done): read the checks of the nodes
-    it ran.  They stay listed until read, so a flush on another thread meanwhile (the
-    stream's `synchronize`) reads them too rather than return before they are read."""
+    """At the end of an eval on `h`'s stream (its work done): read the flags of the checks
+    it made; a failed one fails every node computed from it.  Nodes whose flags are all
+    read are no longer unchecked (most often: every node, the whole record cleared)."""
     with h.lock:
-        watched = list(h.watched)
-    settle(watched)
-    with h.lock:
-        h.watched = [n for n in h.watched if n in _unchecked]
+        mine, h.checks = h.checks, []
+    _wait_for(mine)
+    with _lock:
+        for c in mine:
+            if c.flag is not None:
+                _read(c)
+        if any(c.error is not None for c in mine):
+            for node, checks in _unchecked.items():
+                _fail(node, next((c.error for c in checks if c.error is not None), None))
+        if all(c.flag is None for cs in _unchecked.values() for c in cs):
+            _unchecked.clear()
+        else:  # another stream's flags are still unread
+            for node in [n for n, cs in _unchecked.items() if all(c.flag is None for c in cs)]:
+                del _unchecked[node]
 
 
 def settle_one(node):
