@@ -6,7 +6,7 @@ import operator
 import threading
 
 from .array import array, placeholder_error, raise_error
-from .graph import TRACING, keeps_graph
+from .graph import TRACING
 from .scheduler import POOL, Batch, cancel_nodes, drain, run_batch, run_node
 from .stream import check_usable
 
@@ -338,33 +338,6 @@ def eval(*args) -> None:
             st.backend.settle(n)  # its index checks, if not read yet
         if n.error is not None:
             raise_error(n)
-
-
-def launch_on_gpu(a: array) -> bool:
-    """Start the GPU work behind `a` from the calling thread, without waiting for it:
-    value_and_grad's forward pass then runs on the device while its backward graph is
-    built.  Elsewhere (the CPU, an array already scheduled) nothing happens: False."""
-    n = a._node
-    if n.prim is None or n.seq or not n.stream.gpu:
-        return False
-    try:
-        dispatch([n], blocking=False)
-    except RuntimeError:  # a stream this thread may not use: left to the eval, which
-        return False      # raises it where MLX does (nothing was queued)
-    n.stream.wait(n.seq)  # run here already, unless it waited for other streams' work
-    return True
-
-
-def let_go(n) -> None:
-    """Drop the graph behind node `n` that has run: what a transform kept for its walk
-    (`graph.keeps_graph`), once no transform needs it."""
-    stack = [n]
-    while stack:
-        n = stack.pop()
-        if n.prim is None or (n.data is None and n.error is None) or keeps_graph(n):
-            continue
-        stack.extend(n.inputs)
-        n.prim, n.inputs, n.params = None, (), None
 
 
 def async_eval(*args) -> None:

@@ -217,10 +217,6 @@ class Tracing:
     def here(self) -> bool:
         return self.depth > 0 and self._here.depth > 0
 
-    def outermost(self) -> bool:
-        """Whether the calling thread is inside one transform, not nested in another."""
-        return self._here.depth == 1
-
     def token(self):
         """The mark of the tracer nodes this thread builds now (None outside a transform)."""
         return self._here.token

@@ -8,10 +8,6 @@ the function evaluates it (`graph.TRACING`).  The walk then visits tracer nodes 
 Streams.  The ops a rule builds go to the stream of the node the rule is applied to
 (`stream.build_on`), so a forward graph over several streams gives a backward graph
 over the same streams.  Nothing here is shared between threads but `TRACING`'s count.
-
-On a GPU stream, value_and_grad (not nested in another transform) launches the forward
-pass once traced, without waiting for it, so the device computes it while the backward
-graph is built; the results are the same.
 """
 from __future__ import annotations
 
@@ -19,7 +15,6 @@ import operator
 
 from . import trees
 from .array import array, const, node, node_of, wrap
-from .eval import launch_on_gpu, let_go
 from .graph import SHAPELESS, TRACING, Node, Primitive
 from . import ops as _ops
 from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, broadcast_shapes, callable_arg, \
@@ -445,11 +440,8 @@ def _value_and_grad(fun, nums, names, tag, scalar_only):
                 trees.restore(wanted, starts, flat)
             outs = _loss_outputs(value, tag, scalar_only)
             loss = outs[0]
-            launched = TRACING.outermost() and launch_on_gpu(loss)
             cot = _pair_cotangents([loss], [const(1.0, loss._dtype)], tag[1:-1])
             grads = vjp_nodes([loss._node], starts, cot, range(len(flat)))
-        if launched:  # the forward pass has run, keeping its graph for the walk
-            let_go(loss._node)
         grads = [g if g is not None else _zeros_like(a) for g, a in zip(grads, flat)]
         value = _stop_aux(value)
         return value, _regroup(slots, wanted, parts, grads, len(nums), bool(names))
