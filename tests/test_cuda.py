@@ -897,7 +897,7 @@ def test_a_cuda_error_met_by_the_flush_surfaces_from_eval(monkeypatch):
     the error it meets fails the eval's arrays, and is reported once."""
     from streamlet.backend import cuda
 
-    def failing(h):
+    def failing(*args):
         raise cp.cuda.runtime.CUDARuntimeError(700)  # cudaErrorIllegalAddress
     s = mx.new_stream(G)
     x = mx.arange(8, stream=s)

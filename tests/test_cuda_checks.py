@@ -99,9 +99,9 @@ def test_a_node_waits_for_each_unread_flag_once_through_diamonds(checks):
         checks.inherit(y, h)
         x = _node(x, y)
         checks.inherit(x, h)
-    assert len(checks._unchecked[x]) == 1
+    assert len(x.checks) == 1
     checks.settle([x])
-    assert x not in checks._unchecked and x.error is None
+    assert x.checks is None and x.error is None
 
 
 def test_a_flag_read_meanwhile_passes_or_fails_the_consumer(checks):
@@ -113,11 +113,11 @@ def test_a_flag_read_meanwhile_passes_or_fails_the_consumer(checks):
         checks.watch(n, [(np.array(idx), 4)], h)
     early = _node(ok, bad)
     checks.inherit(early, h)
-    assert len(checks._unchecked[early]) == 2
+    assert len(early.checks) == 2
     checks.settle([ok])  # ok's flag is read and passed: nothing left to wait for
     after_ok = _node(ok)
     checks.inherit(after_ok, h)
-    assert after_ok not in checks._unchecked
+    assert after_ok.checks is None
     checks.settle([early])  # reads bad's flag: early fails with its error
     assert "Index out of bounds" in str(early.error) and early.error in early.stream.errors
     later = _node(bad)  # bad itself was not settled, but its flag failed: so does later
@@ -135,12 +135,12 @@ def test_a_chain_shares_its_tuple_of_flags(checks):
     for _ in range(5):
         chain.append(_node(chain[-1]))
         checks.inherit(chain[-1], h)
-    assert all(checks._unchecked[n] is checks._unchecked[x] for n in chain)
+    assert all(n.checks is x.checks for n in chain)
 
 
 @pytest.mark.parametrize("idx", [[0, 3], [0, 4]])
 def test_the_flush_reads_its_streams_flags_and_fails_what_came_from_a_bad_one(checks, idx):
-    h = _Handle()
+    h, state = _Handle(), _Stream()
     x = Node((2,), dt.float32, TAKE, (_node(), _node()))
     x.stream = _Stream()
     checks.inherit(x, h)
@@ -148,18 +148,17 @@ def test_the_flush_reads_its_streams_flags_and_fails_what_came_from_a_bad_one(ch
     y, unrelated = _node(x), _node()
     for n in (y, unrelated):
         checks.inherit(n, h)
-    checks.settle_watched(h)
-    assert h.checks == [] and not checks._unchecked
-    if idx[-1] < 4:
-        assert x.error is None and y.error is None
-    else:
-        assert "Index out of bounds" in str(y.error) and y.error is x.error
-        assert y.error in y.stream.errors
-    assert unrelated.error is None
+    checks.settle_watched(h, state)
+    assert h.checks == [] and x.checks[0].flag is None  # read once, by the flush
+    bad = idx[-1] >= 4
+    assert [str(e) for e in state.errors] == ([str(x.checks[0].error)] if bad else [])
     later = _node(y)  # y's flag read: nothing left to wait for (or its error at once)
-    if idx[-1] < 4:
-        checks.inherit(later, h)
-        assert later not in checks._unchecked
-    else:
+    if bad:
         with pytest.raises(Exception, match="Index out of bounds"):
             checks.inherit(later, h)
+    else:
+        checks.inherit(later, h)
+        assert later.checks is None
+    checks.settle([y, unrelated])  # y read: it takes the error (or nothing)
+    assert (y.error is not None) == bad and unrelated.error is None
+    assert y.checks is None

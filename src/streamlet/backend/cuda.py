@@ -501,7 +501,7 @@ def _flush(h, state, wait=True):
         with _retained_lock:
             _sweep()
     if h.checks:
-        checks.settle_watched(h)
+        checks.settle_watched(h, state)
 
 
 def run_deferred(state, wait=True):

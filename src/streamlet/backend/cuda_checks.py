@@ -4,11 +4,12 @@ On the CPU an out-of-bounds index makes NumPy raise, which fails that op's node.
 wraps such indices instead, so an op whose primitive has a `bounds` rule gets a check:
 a 0-d device flag, computed on its stream after the kernel, set if any index was out of
 bounds.  Nothing is read then.  The node, and every GPU node computed from it before the
-flag is read, is *unchecked* (`_unchecked`); the flags are read once the stream has run
-that far anyway: at the end of the eval (the flush, which waits for the device), or
-earlier when an unchecked array is read, waited for by `eval`, or handed to the CPU.
-A set flag fails the node and the nodes computed from it with one error, as a failed
-op does.
+flag is read, is *unchecked*: its `checks` are the flags it waits for.  The flags are
+read once the stream has run that far anyway: at the end of the eval (the flush, which
+waits for the device), or earlier when an unchecked array is read, waited for by `eval`,
+or handed to the CPU.  A set flag fails the node and the nodes computed from it with one
+error, as a failed op does: each when it is read or used, and the stream's synchronize
+reports it.
 """
 from __future__ import annotations
 
@@ -29,9 +30,8 @@ class Check:
         self.error = None
 
 
-_unchecked: dict = {}  # node -> its Checks and those of its inputs, not read yet
-# Guards _unchecked and the errors it gives: a consumer looks at its inputs (failed, or
-# unchecked) and a reader fails a node, one at a time.  Waiting for a flag is done outside.
+# Reading a flag and failing a node with it happen one at a time (two threads may read
+# the same array); waiting for a flag is done outside.
 _lock = threading.Lock()
 
 
@@ -54,33 +54,26 @@ def inherit(node, h):
     a small transformer carried hundreds of thousands, and reading them took 0.4 s.  A
     node whose unchecked inputs share one tuple of flags (a chain after an embedding
     lookup: every node of a decode step) takes that tuple as it is."""
-    if not _unchecked:  # no flag anywhere (inputs' flags are registered before they run)
-        for inp in node.inputs:
-            if inp.error is not None:
-                raise inp.error
+    found = None
+    merged = False
+    for inp in node.inputs:
+        if inp.error is not None:  # read after the scheduler looked at the input
+            raise inp.error
+        cs = inp.checks
+        if cs is not None and cs is not found:
+            merged = found is not None
+            found = cs if found is None else found + cs
+    if found is None:
         return
-    with _lock:
-        found = None
-        merged = False
-        for inp in node.inputs:
-            if inp.error is not None:  # read after the scheduler looked at the input
-                raise inp.error
-            cs = _unchecked.get(inp)
-            if cs is not None and cs is not found:
-                merged = found is not None
-                found = cs if found is None else found + cs
-        if found is None:
-            return
-        fresh = True
-        for c in found:
-            if c.error is not None:
-                raise c.error
-            if c.flag is None:
-                fresh = False
-        if merged or not fresh:
-            found = tuple({id(c): c for c in found if c.flag is not None}.values())
-        if found:
-            _unchecked[node] = found
+    fresh = True
+    for c in found:
+        if c.error is not None:
+            raise c.error
+        if c.flag is None:
+            fresh = False
+    if merged or not fresh:
+        found = tuple({id(c): c for c in found if c.flag is not None}.values()) or None
+    node.checks = found
 
 
 def watch(node, pairs, h):
@@ -95,8 +88,7 @@ def watch(node, pairs, h):
         bad = out if bad is None else bad | out
     if bad is not None:
         check = Check(bad, h.stream, node.prim.name, tuple(size for _, size in pairs))
-        with _lock:
-            _unchecked[node] = _unchecked.get(node, ()) + (check,)
+        node.checks = (node.checks or ()) + (check,)
         with h.lock:
             h.checks.append(check)
 
@@ -104,36 +96,26 @@ def watch(node, pairs, h):
 def settle(nodes):
     """Read the flags of those of `nodes` that are unchecked and fail the ones whose check
     failed; reading waits for each flag, not for the rest of its stream."""
+    mine = list({id(c): c for n in nodes for c in (n.checks or ())
+                 if c.flag is not None}.values())
+    _read_all(mine)
     with _lock:
-        mine = list({id(c): c for n in nodes for c in _unchecked.get(n, ())
-                     if c.flag is not None}.values())
-    _wait_for(mine)
-    with _lock:
-        for c in mine:
-            if c.flag is not None:
-                _read(c)
         for node in nodes:
-            checks = _unchecked.pop(node, None)
+            checks = node.checks
             if checks is not None:
+                node.checks = None
                 _fail(node, next((c.error for c in checks if c.error is not None), None))
 
 
-def _wait_for(checks):
+def _read_all(checks):
     for c in checks:
         ready = c.ready
         if ready is not None:
             ready.synchronize()
-
-
-def _fail(node, error):
-    """(With `_lock` held.) `node` takes its check's `error` (if any) and its stream's
-    synchronize reports it."""
-    if error is not None and node.error is None:
-        node.error = error
-        st = node.stream
-        with st.lock:
-            if all(e is not error for e in st.errors):
-                st.errors.append(error)
+    with _lock:
+        for c in checks:
+            if c.flag is not None:
+                _read(c)
 
 
 def _read(c):
@@ -146,31 +128,33 @@ def _read(c):
     c.flag = c.ready = None
 
 
-def settle_watched(h):
+def _fail(node, error):
+    """(With `_lock` held.) `node` takes `error` (if any), which its stream's synchronize
+    reports."""
+    if error is not None and node.error is None:
+        node.error = error
+        _report(node.stream, error)
+
+
+def _report(st, error):
+    with st.lock:
+        if all(e is not error for e in st.errors):
+            st.errors.append(error)
+
+
+def settle_watched(h, state):
     """At the end of an eval on `h`'s stream (its work done): read the flags of the checks
-    it made; a failed one fails every node computed from it.  Nodes whose flags are all
-    read are no longer unchecked (most often: every node, the whole record cleared)."""
+    it made; one that failed is reported by the stream's synchronize, and fails each node
+    computed from it when that node is read or used (`inherit`, `settle`)."""
     with h.lock:
         mine, h.checks = h.checks, []
-    _wait_for(mine)
-    with _lock:
-        for c in mine:
-            if c.flag is not None:
-                _read(c)
-        if any(c.error is not None for c in mine):
-            for node, checks in _unchecked.items():
-                _fail(node, next((c.error for c in checks if c.error is not None), None))
-        if all(c.flag is None for cs in _unchecked.values() for c in cs):
-            _unchecked.clear()
-        else:  # another stream's flags are still unread
-            for node in [n for n, cs in _unchecked.items() if all(c.flag is None for c in cs)]:
-                del _unchecked[node]
+    _read_all(mine)
+    for c in mine:
+        if c.error is not None:
+            _report(state, c.error)
 
 
 def settle_one(node):
-    """The backend's `settle`: read `node`'s checks, if it has any unread.  Every read
-    looks (under the lock): another thread may be failing the node right now."""
-    with _lock:
-        unread = node in _unchecked
-    if unread:
+    """The backend's `settle`: read `node`'s checks, if it has any unread or failed."""
+    if node.checks is not None:
         settle([node])

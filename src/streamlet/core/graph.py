@@ -116,7 +116,7 @@ class Node:
     """
 
     __slots__ = ("shape", "dtype", "prim", "inputs", "params", "stream", "seq", "birth",
-                 "data", "error", "tracer", "__weakref__")
+                 "data", "error", "tracer", "checks", "__weakref__")
 
     def __init__(self, shape, dtype, prim=None, inputs=(), params=None, stream=None,
                  data=None):
@@ -131,6 +131,7 @@ class Node:
         self.data = data
         self.error = None
         self.tracer = None
+        self.checks = None  # a GPU backend's index checks not read yet (`cuda_checks`)
 
     def __repr__(self):
         what = self.prim.name if self.prim is not None else "leaf"
