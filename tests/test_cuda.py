@@ -478,6 +478,33 @@ def test_argmax_and_argmin_on_the_gpu_are_the_cpus(op, dtype, shape, axis, keepd
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "complex64", "bool_"])
+@pytest.mark.parametrize("index_dtype", ["int32", "uint32", "int64", "uint8", "int16"])
+@pytest.mark.parametrize("table_shape,index_shape", [
+    ((50, 7), (1, 1)), ((50,), (6,)), ((12, 3, 5), (2, 3)), ((9, 4), ())])
+def test_a_row_gather_on_the_gpu_is_the_cpus(dtype, index_dtype, table_shape, index_shape):
+    """`table[i]` with one integer array: the GPU's own kernel, negative indices too."""
+    n = table_shape[0]
+    low = 0 if index_dtype.startswith("u") else -n
+    index = RNG.integers(low, n, index_shape)
+    got, want = gpu_and_cpu(lambda t, i: t.astype(getattr(mx, dtype))[
+        i.astype(getattr(mx, index_dtype))], sample(table_shape, np.float32), index)
+    assert got.shape == want.shape == index_shape + table_shape[1:]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("index", [[0, 50], [-51], [3, 2**31 - 1]])
+def test_a_row_gather_out_of_bounds_on_the_gpu_fails_it_and_its_consumers(index):
+    with mx.stream(G):
+        table = mx.array(sample((50, 4), np.float32))
+        bad = table[mx.array(index)]
+        after = mx.sum(bad * 2)
+        for a in (after, bad):
+            with pytest.raises(RuntimeError, match="(?i)out of bounds"):
+                mx.eval(a)
+        assert table[mx.array([49, -50])].tolist() == np.array(table)[[49, -50]].tolist()
+
+
 def test_argmax_of_a_transposed_view_on_the_gpu():
     values = RNG.standard_normal((50, 70)).astype(np.float32)
     got, want = gpu_and_cpu(lambda a: mx.argmax(a.T, axis=-1), values)

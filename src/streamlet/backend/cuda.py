@@ -158,7 +158,7 @@ def execute(node, args):
         try:
             out = run_kernel(prim, node.params, node.dtype, dev_args,
                              None if prim.bounds is None else
-                             lambda pairs: checks.watch(node, pairs, h))
+                             lambda pairs, flag: checks.watch(node, pairs, h, flag))
         except _OOM as exc:
             raise out_of_memory(prim.name, h, exc) from None
     return out
@@ -166,7 +166,8 @@ def execute(node, args):
 
 def run_kernel(prim, params, dtype, dev_args, watch=None):
     """`prim`'s kernel on inputs already on this device and stream (the current ones), as
-    the GPU sees bfloat16 (`GpuKernel.bfloat16`); `watch` takes its index checks."""
+    the GPU sees bfloat16 (`GpuKernel.bfloat16`); `watch` takes its index checks (the
+    flag of a kernel that checked them itself: `cuda_checks.Checked`)."""
     if prim.gpu is None or not prim.gpu.host_scalars:
         dev_args = [cp.asarray(a) if isinstance(a, np.generic) else a for a in dev_args]
     params = own_params = params or {}
@@ -182,7 +183,10 @@ def run_kernel(prim, params, dtype, dev_args, watch=None):
         dev_args, params = _bf16_inputs(dev_args, params)
     out = kernel(cp, *dev_args, **(own_params if bf16 == "own" else params))
     if watch is not None:
-        watch(prim.bounds(*dev_args, **own_params))
+        flag = None
+        if type(out) is checks.Checked:  # the kernel checked its indices itself
+            out, flag = out.value, out.flag
+        watch(prim.bounds(*dev_args, **own_params), flag)
     if not prim.multi:  # a multi-output primitive's box stays a host object array
         if isinstance(out, (np.ndarray, np.generic, int, float, complex)):
             out = cp.asarray(out)

@@ -76,11 +76,21 @@ def inherit(node, h):
     node.checks = found
 
 
-def watch(node, pairs, h):
+class Checked:
+    """What a GPU kernel that checks its own indices returns: its result and its flag."""
+
+    __slots__ = ("value", "flag")
+
+    def __init__(self, value, flag):
+        self.value, self.flag = value, flag
+
+
+def watch(node, pairs, h, flag=None):
     """After `node`'s kernel (call with its device and stream current): flag whether any
-    index of `pairs` ((index array, axis size) each) is outside [-size, size)."""
-    bad = None
-    for idx, size in pairs:
+    index of `pairs` ((index array, axis size) each) is outside [-size, size), unless the
+    kernel gave its own `flag`."""
+    bad = flag
+    for idx, size in pairs if flag is None else ():
         idx = cp.asarray(idx)
         if idx.size == 0:
             continue

@@ -98,7 +98,7 @@ def _take_along_shape(params, shape, index_shape):
 
 
 _GETITEM = b.make("getitem", _gather, vjp=_getitem_vjp, shape=_gather_shape,
-                  moves=True,
+                  gpu=b.GpuKernel("streamlet.backend.cuda_pick:gather", bfloat16="bits"),
                   bounds=lambda a, *arrays, index: slot_bounds(a, arrays, index),
                   jvp=_getitem_jvp, vmap=_getitem_vmap)
 
