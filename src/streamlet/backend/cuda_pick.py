@@ -122,9 +122,9 @@ def gather(xp, a, *arrays, index):
             a.flags.c_contiguous and i is not None and i.dtype.kind in "iu" and i.size and
             i.size < 1 << 31 and a.shape[0]):
         return _gather(xp, a, *arrays, index=index)
+    out = cp.empty(i.shape + a.shape[1:], a.dtype)  # (ascontiguousarray makes 0-d 1-d)
     i = cp.ascontiguousarray(i)
     width = a.size // a.shape[0]
-    out = cp.empty(i.shape + a.shape[1:], a.dtype)
     bad = cp.zeros((), np.bool_)
     launch_source(_GATHER, (("TV", word), ("TI", CTYPE[i.dtype]),
                             ("SIGNED", int(i.dtype.kind == "i"))),
