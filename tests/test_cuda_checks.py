@@ -162,3 +162,33 @@ def test_the_flush_reads_its_streams_flags_and_fails_what_came_from_a_bad_one(ch
     checks.settle([y, unrelated])  # y read: it takes the error (or nothing)
     assert (y.error is not None) == bad and unrelated.error is None
     assert y.checks is None
+
+
+class _ReadMeanwhile:
+    """A check that another thread reads, and finds failed, right after `inherit` first
+    looks at its flag (that reader sets the error, then clears the flag)."""
+
+    def __init__(self):
+        self._flag, self.error, self.looks = object(), None, 0
+
+    @property
+    def flag(self):
+        self.looks += 1
+        if self.looks == 2:
+            self.error, self._flag = RuntimeError("[take] Index out of bounds"), None
+        return self._flag
+
+
+class _Passed:
+    flag = error = None
+
+
+def test_a_flag_read_while_a_consumer_inherits_keeps_its_failure(checks):
+    h = _Handle()
+    a, b = _node(), _node()
+    a.checks, b.checks = (_ReadMeanwhile(),), (_Passed(),)
+    y = _node(a, b)
+    checks.inherit(y, h)  # no lock: the failed check must stay with the consumer
+    assert y.checks == a.checks
+    checks.settle([y])
+    assert "Index out of bounds" in str(y.error)

@@ -33,7 +33,9 @@ Evaluation.  Elementwise ops are fused (see `cuda_fuse`): `execute` defers them
 and the DAG is compiled into one kernel when its value is needed or once the
 scheduler has run the batch of nodes that built it (`run_deferred`, its pass
 over the batch), which also waits for the CUDA stream, so `eval` returns when the
-GPU work is done, as in MLX.  `async_eval` does the same on a worker thread.
+GPU work is done, as in MLX.  `async_eval` runs the batch on the calling thread and
+does not wait: its flush records an event (`Handle.marks`), which a read, an `eval` or a
+CPU op of a result waits for (`settle`), not for the work launched after it.
 The stream keeps weak references to its Lazies (a value no one can read again is
 neither computed nor kept); a fused kernel that fails at the flush leaves its error on
 its `Lazy`, listed among the stream's errors, and its node takes it when read or
@@ -107,7 +109,7 @@ class Handle:
     """The CUDA side of one GPU stream."""
 
     __slots__ = ("index", "device", "stream", "ptr", "lock", "pending", "hold", "epoch",
-                 "fault", "checks", "launched", "synced", "__weakref__")
+                 "fault", "checks", "launched", "synced", "marks", "__weakref__")
 
     def __init__(self, state):
         self.index = state.stream.device.index
@@ -123,6 +125,7 @@ class Handle:
         self.checks = []  # index checks of this stream whose flags are not read yet
         self.launched = 0  # the number of the last node run here (they come in order)
         self.synced = 0  # every node up to this number has finished on the device
+        self.marks = []  # (number, event) after each flush that did not wait: its work done
 
 
 _create_lock = threading.Lock()
@@ -151,16 +154,19 @@ def execute(node, args):
         lz = _defer(node, args, h)
         if lz is not None:
             return lz
-    h.launched = node.seq
-    with h.device, h.stream:
-        # inputs from other streams are held until the flush has waited for this stream
-        dev_args = [_device_arg(a, inp, h, h.hold) for a, inp in zip(args, node.inputs)]
+    held = []  # inputs from other streams: held until a flush has waited for this stream,
+    with h.device, h.stream:  # listed once launched (a synchronize of another thread meanwhile)
+        dev_args = [_device_arg(a, inp, h, held) for a, inp in zip(args, node.inputs)]
         try:
             out = run_kernel(prim, node.params, node.dtype, dev_args,
                              None if prim.bounds is None else
                              lambda pairs, flag: checks.watch(node, pairs, h, flag))
         except _OOM as exc:
             raise out_of_memory(prim.name, h, exc) from None
+    if held:
+        with h.lock:
+            h.hold += held
+    h.launched = node.seq
     return out
 
 
@@ -359,12 +365,25 @@ def _host_to_device(a, inp, h):
 
 
 def _retain(h, objects):
-    """Keep `objects` alive until the work queued so far on `h`'s stream has run."""
-    ev = cp.cuda.Event(block=False, disable_timing=True)
-    ev.record(h.stream)
-    with _retained_lock:
-        _sweep()
-        _retained.append((ev, objects))
+    """Keep `objects` alive until the work queued so far on `h`'s stream has run; that
+    work's event."""
+    with h.device:
+        ev = cp.cuda.Event(block=False, disable_timing=True)
+        ev.record(h.stream)
+    if objects:
+        with _retained_lock:
+            _sweep()
+            _retained.append((ev, objects))
+    return ev
+
+
+def _synced(h, seq):
+    """Every node of `h`'s stream up to number `seq` has finished on the device."""
+    with h.lock:
+        if seq > h.synced:
+            h.synced = seq
+        if h.marks and h.marks[0][0] <= seq:
+            h.marks = [m for m in h.marks if m[0] > seq]
 
 
 # (event, objects) of every stream: one list, so that a stream no one uses again does not
@@ -495,11 +514,14 @@ def _flush(h, state, wait=True):
             refs = lazies = plan = None  # not kept alive while the device is waited for
         hold, h.hold = h.hold, []  # inputs read from other streams: kept until the wait
     if not wait:
-        if hold:
-            _retain(h, hold)
+        ev = _retain(h, hold)
+        with h.lock:
+            h.marks.append((launched, ev))
+        if h.checks:
+            checks.settle_ready(h, state)
         return
     h.stream.synchronize()
-    h.synced = launched
+    _synced(h, launched)
     del hold
     if _retained:
         with _retained_lock:
@@ -533,14 +555,40 @@ def settle(node):
     checks, its fused kernel's failure, and a CUDA error met by the flush of its stream
     since the last synchronize."""
     h = node.stream.native
-    if h is not None and h.synced < node.seq <= h.launched:
-        run_deferred(node.stream)
+    if h is not None and h.synced < node.seq:
+        _wait_for(h, node)
     checks.settle_one(node)
     data = node.data
     if type(data) is Lazy and data.error is not None and node.error is None:
         node.error = data.error
     if h is not None and h.fault is not None and node.error is None:
         node.error = h.fault
+
+
+def _wait_for(h, node):
+    """Wait for the device's work up to `node`, which ran in a batch that did not wait
+    for it: the event of the flush that ended that batch (not the work launched since:
+    a step built and launched while the last one is read keeps the GPU busy), or one
+    recorded now where that flush has not come yet (a producer another stream was
+    signalled about mid-batch).  No flush here: another thread may be running the stream."""
+    seq = node.seq
+    with h.lock:
+        mark = next((m for m in h.marks if m[0] >= seq), None)
+    if mark is None:
+        data = node.data
+        if type(data) is Lazy and data.value is None and data.error is None:
+            materialize(data)
+        ev = _retain(h, None)
+    else:
+        ev = mark[1]
+    try:
+        ev.synchronize()
+    except Exception as exc:
+        h.fault = StreamError(f"[eval] CUDA error: {exc}")
+        h.fault.__cause__ = exc
+        return
+    if mark is not None:
+        _synced(h, mark[0])
 
 
 def import_from(node):

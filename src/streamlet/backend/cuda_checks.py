@@ -5,9 +5,9 @@ wraps such indices instead, so an op whose primitive has a `bounds` rule gets a 
 a 0-d device flag, computed on its stream after the kernel, set if any index was out of
 bounds.  Nothing is read then.  The node, and every GPU node computed from it before the
 flag is read, is *unchecked*: its `checks` are the flags it waits for.  The flags are
-read once the stream has run that far anyway: at the end of the eval (the flush, which
-waits for the device), or earlier when an unchecked array is read, waited for by `eval`,
-or handed to the CPU.  A set flag fails the node and the nodes computed from it with one
+read once the stream has run that far anyway: at the end of an eval (the flush, which
+waits for the device), after an `async_eval`'s flush those whose kernels have run, and
+when an unchecked array is read, waited for by `eval`, or handed to the CPU.  A set flag fails the node and the nodes computed from it with one
 error, as a failed op does: each when it is read or used, and the stream's synchronize
 reports it.
 """
@@ -54,12 +54,14 @@ def inherit(node, h):
     a small transformer carried hundreds of thousands, and reading them took 0.4 s.  A
     node whose unchecked inputs share one tuple of flags (a chain after an embedding
     lookup: every node of a decode step) takes that tuple as it is."""
+    # No lock: a reader fails a node or a check (`settle`, `_read`) by setting its error
+    # before it clears its checks or flag, so each is read here before its error.
     found = None
     merged = False
     for inp in node.inputs:
+        cs = inp.checks
         if inp.error is not None:  # read after the scheduler looked at the input
             raise inp.error
-        cs = inp.checks
         if cs is not None and cs is not found:
             merged = found is not None
             found = cs if found is None else found + cs
@@ -67,12 +69,13 @@ def inherit(node, h):
         return
     fresh = True
     for c in found:
+        read = c.flag is None
         if c.error is not None:
             raise c.error
-        if c.flag is None:
-            fresh = False
-    if merged or not fresh:
-        found = tuple({id(c): c for c in found if c.flag is not None}.values()) or None
+        fresh = fresh and not read
+    if merged or not fresh:  # (a flag read meanwhile keeps its check: its error may be new)
+        found = tuple({id(c): c for c in found
+                       if c.flag is not None or c.error is not None}.values()) or None
     node.checks = found
 
 
@@ -113,8 +116,8 @@ def settle(nodes):
         for node in nodes:
             checks = node.checks
             if checks is not None:
-                node.checks = None
                 _fail(node, next((c.error for c in checks if c.error is not None), None))
+                node.checks = None
 
 
 def _read_all(checks):
@@ -160,6 +163,21 @@ def settle_watched(h, state):
         mine, h.checks = h.checks, []
     _read_all(mine)
     for c in mine:
+        if c.error is not None:
+            _report(state, c.error)
+
+
+def settle_ready(h, state):
+    """After a flush that did not wait: read the flags of `h`'s checks whose kernels have
+    run (nothing waits), reporting failures to the stream, so a stream that is never waited
+    for does not gather checks."""
+    with h.lock:
+        ready = [c for c in h.checks if c.ready is None or c.ready.done]
+        if not ready:
+            return
+        h.checks = [c for c in h.checks if not (c.ready is None or c.ready.done)]
+    _read_all(ready)
+    for c in ready:
         if c.error is not None:
             _report(state, c.error)
 

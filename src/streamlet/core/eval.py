@@ -297,12 +297,14 @@ def _runs_here(work, blocking, pending):
     """Small work, or one large stream the caller would only wait for anyway.
 
     async_eval runs small work here (GPU work is launches, not waited for) only if
-    nothing it needs is still running elsewhere.
+    nothing it needs is still running elsewhere, and not CPU work beside GPU work (a CPU
+    op reading a GPU result waits for the device).
     """
     big = sum(w >= SMALL_WORK for w in work.values())
     if blocking:
         return big <= 1
-    return not big and not pending
+    gpu = sum(1 for st in work if st.gpu)
+    return not big and not pending and gpu in (0, len(work))
 
 
 def eval(*args) -> None:

@@ -254,6 +254,8 @@ def report(error, state):
 def failure(name, exc) -> StreamError:
     """The StreamError of op `name`'s kernel that raised `exc` (a backend's own kernel
     computing several nodes at once gives its error to each, as `run_node` does to one)."""
+    if type(exc) is StreamError:  # an input's failure, met again: reported once
+        return exc
     text = str(exc) or type(exc).__name__
     error = StreamError(text if text.startswith("[") else f"[{name}] {text}")
     error.__cause__ = exc
