@@ -971,6 +971,7 @@ def test_a_cuda_error_met_by_the_flush_surfaces_from_eval(monkeypatch):
     monkeypatch.undo()
     mx.synchronize(s)  # reported by the eval already, and the flush works again
     monkeypatch.setattr(cuda.checks, "settle_watched", failing)
+    monkeypatch.setattr(cuda.checks, "settle_ready", failing)  # async_eval's own flush
     w = mx.take(x, mx.array([3]), stream=s)
     mx.async_eval(w)
     with pytest.raises(RuntimeError, match=r"\[synchronize\] CUDA error"):

@@ -597,17 +597,28 @@ def import_from(node):
 
 
 def to_numpy(data, state):
-    """The value on the host, once the work that made it has run."""
+    """The value on the host.  Called once `settle` has waited for the work that made it,
+    so the copy goes on a stream of its own, not behind what was launched since (a value
+    computed here is copied behind its kernel)."""
     h = state.native or handle(state)
+    stream = _readers.get(h.index)
     if type(data) is Lazy:
+        if data.value is None:
+            stream = h.stream
         materialize(data)
         data = data.value
     if isinstance(data, np.generic | np.ndarray):
         return data
-    with h.device, h.stream:
-        if type(data) is BF16:
-            return _host_copy(data.bits, h.stream).view(BF16_NP)
-        return _host_copy(data, h.stream)
+    with h.device:
+        if stream is None:
+            stream = _readers[h.index] = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            if type(data) is BF16:
+                return _host_copy(data.bits, stream).view(BF16_NP)
+            return _host_copy(data, stream)
+
+
+_readers: dict = {}  # device index -> the stream host copies of finished values go on
 
 
 def _host_copy(x, stream):
