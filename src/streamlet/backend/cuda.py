@@ -242,13 +242,14 @@ def _defer(node, args, h):
         return None
     shape = node.shape
     operands = []
+    held = []  # listed with the Lazy: a flush takes both at once, or neither
     depth = 0
     for a, inp in zip(args, node.inputs):
         kind = type(a)
         if kind is Lazy:
             if a.handle is not h or a.shape != shape or a.epoch != h.epoch or \
                     a.depth >= fuse.MAX_DEPTH:
-                a = _value_of(a, h, inp)
+                a = _value_of(a, h, held)
                 if type(a) is not BF16 and CTYPE.get(a.dtype) is None:
                     return None
             elif a.depth > depth:
@@ -258,7 +259,7 @@ def _defer(node, args, h):
                 return None
             st = inp.stream
             if st is not None and st.native is not h:
-                a = _from_other_stream(a, st.native, h, h.hold, inp.seq)
+                a = _from_other_stream(a, st.native, h, held, inp.seq)
         elif kind is np.ndarray:
             if FUSE_CTYPE.get(a.dtype) is None:
                 return None
@@ -268,17 +269,24 @@ def _defer(node, args, h):
             return None
         operands.append(a)
     lz = Lazy(h, spec, operands, shape, node.dtype.np, depth + 1)
-    h.pending.append(_weak(lz))
+    if held:
+        with h.lock:
+            h.pending.append(_weak(lz))
+            h.hold += held
+    else:
+        h.pending.append(_weak(lz))
     h.launched = node.seq  # computed by this flush
     return lz
 
 
-def _value_of(lz, h, inp):
-    """The value of a Lazy that can't join this DAG (another stream, another shape)."""
+def _value_of(lz, h, held):
+    """The value of a Lazy that can't join this DAG (another stream, another shape).  One
+    of another stream is always waited for by its event: it may have been computed after
+    that stream's last flush, by a reader."""
     materialize(lz)
     v = lz.value
     if lz.handle is not h:
-        v = _from_other_stream(v, lz.handle, h, h.hold, inp.seq)
+        v = _from_other_stream(v, lz.handle, h, held)
     return v
 
 
@@ -286,10 +294,7 @@ def _device_arg(a, inp, h, held):
     """An op input as the kernel takes it: on this device, ordered after its producer."""
     kind = type(a)
     if kind is Lazy:
-        materialize(a)
-        if a.handle is h:
-            return a.value
-        return _from_other_stream(a.value, a.handle, h, held, inp.seq)
+        return _value_of(a, h, held)
     if kind is cp.ndarray or kind is BF16:
         st = inp.stream
         if st is not None and st.native is not h:
@@ -318,8 +323,9 @@ def _from_other_stream(a, producer, h, held, seq=0):
     if producer.index != h.index and not a.flags.c_contiguous:
         with producer.device, producer.stream:
             a = cp.ascontiguousarray(a)
-    ev = cp.cuda.Event(block=False, disable_timing=True)
-    ev.record(producer.stream)
+    with producer.device:
+        ev = cp.cuda.Event(block=False, disable_timing=True)
+        ev.record(producer.stream)
     h.stream.wait_event(ev)
     held.append(a)
     if producer.index != h.index:
@@ -517,6 +523,13 @@ def _flush(h, state, wait=True):
         ev = _retain(h, hold)
         with h.lock:
             h.marks.append((launched, ev))
+            done = 0
+            for seq, e in h.marks:
+                if not e.done:
+                    break
+                done = seq
+        if done:
+            _synced(h, done)
         if h.checks:
             checks.settle_ready(h, state)
         return
@@ -577,7 +590,10 @@ def _wait_for(h, node):
     if mark is None:
         data = node.data
         if type(data) is Lazy and data.value is None and data.error is None:
-            materialize(data)
+            try:
+                materialize(data)
+            except Exception as exc:  # the node takes it (`settle`), as from a flush
+                data.error = failure("fused elementwise", exc)
         ev = _retain(h, None)
     else:
         ev = mark[1]
@@ -597,14 +613,14 @@ def import_from(node):
 
 
 def to_numpy(data, state):
-    """The value on the host.  Called once `settle` has waited for the work that made it,
-    so the copy goes on a stream of its own, not behind what was launched since (a value
-    computed here is copied behind its kernel)."""
+    """The value on the host.  Called once `settle` has waited for the work of the node's
+    batch, so a kernel's result is copied on a stream of its own, not behind what was
+    launched since; a fused value is copied behind its kernel on its stream (a reader may
+    have computed it after that batch's flush)."""
     h = state.native or handle(state)
     stream = _readers.get(h.index)
     if type(data) is Lazy:
-        if data.value is None:
-            stream = h.stream
+        stream = h.stream
         materialize(data)
         data = data.value
     if isinstance(data, np.generic | np.ndarray):
