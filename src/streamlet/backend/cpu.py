@@ -2,8 +2,9 @@
 
 A backend module provides: execute(node, args), run_deferred(state, wait) (the
 scheduler's call once a batch of a stream's nodes has run: the backend's pass over the
-work its `execute` deferred, and with `wait` the wait for it), import_from(node) (an input that another backend produced),
-to_numpy(data, state), for_export(data, state), settle(node) and synchronize(state).
+work its `execute` deferred, and with `wait` the wait for it), import_from(node) (an
+input that another backend produced), to_numpy(data, state), for_export(data, state),
+settle(node) and synchronize(state).
 """
 from __future__ import annotations
 

@@ -154,8 +154,10 @@ def execute(node, args):
         lz = _defer(node, args, h)
         if lz is not None:
             return lz
-    held = []  # inputs from other streams: held until a flush has waited for this stream,
-    with h.device, h.stream:  # listed once launched (a synchronize of another thread meanwhile)
+    # inputs from other streams, held until a flush has waited for this stream: listed once
+    # the kernel is launched (another thread's synchronize may flush meanwhile)
+    held = []
+    with h.device, h.stream:
         dev_args = [_device_arg(a, inp, h, held) for a, inp in zip(args, node.inputs)]
         try:
             out = run_kernel(prim, node.params, node.dtype, dev_args,

@@ -7,9 +7,9 @@ bounds.  Nothing is read then.  The node, and every GPU node computed from it be
 flag is read, is *unchecked*: its `checks` are the flags it waits for.  The flags are
 read once the stream has run that far anyway: at the end of an eval (the flush, which
 waits for the device), after an `async_eval`'s flush those whose kernels have run, and
-when an unchecked array is read, waited for by `eval`, or handed to the CPU.  A set flag fails the node and the nodes computed from it with one
-error, as a failed op does: each when it is read or used, and the stream's synchronize
-reports it.
+when an unchecked array is read, waited for by `eval`, or handed to the CPU.  A set flag
+fails the node and the nodes computed from it with one error, as a failed op does: each
+when it is read or used, and the stream's synchronize reports it.
 """
 from __future__ import annotations
 

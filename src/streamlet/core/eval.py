@@ -347,8 +347,9 @@ def async_eval(*args) -> None:
 
     The work is scheduled as `eval` schedules it; small work may run before
     the call returns, and GPU work is launched by the calling thread (as MLX
-    does), the call returning without waiting for the device. Reading an array (`item`, `tolist`, `np.array`), an
-    `eval` of it or `synchronize` of its stream waits for it.
+    does), the call returning without waiting for the device. Reading an
+    array (`item`, `tolist`, `np.array`), an `eval` of it or `synchronize` of
+    its stream waits for it.
 
     Args:
         *args: arrays, or trees (lists, tuples, dicts) of them.
