@@ -325,10 +325,7 @@ def _from_other_stream(a, producer, h, held, seq=0):
     if producer.index != h.index and not a.flags.c_contiguous:
         with producer.device, producer.stream:
             a = cp.ascontiguousarray(a)
-    with producer.device:
-        ev = cp.cuda.Event(block=False, disable_timing=True)
-        ev.record(producer.stream)
-    h.stream.wait_event(ev)
+    h.stream.wait_event(_recorded(producer))
     held.append(a)
     if producer.index != h.index:
         with h.device, h.stream:
@@ -375,13 +372,19 @@ def _host_to_device(a, inp, h):
 def _retain(h, objects):
     """Keep `objects` alive until the work queued so far on `h`'s stream has run; that
     work's event."""
-    with h.device:
-        ev = cp.cuda.Event(block=False, disable_timing=True)
-        ev.record(h.stream)
+    ev = _recorded(h)
     if objects:
         with _retained_lock:
             _sweep()
             _retained.append((ev, objects))
+    return ev
+
+
+def _recorded(h):
+    """An event recorded on `h`'s stream now (made on its device, as CUDA requires)."""
+    with h.device:
+        ev = cp.cuda.Event(block=False, disable_timing=True)
+        ev.record(h.stream)
     return ev
 
 
@@ -533,7 +536,7 @@ def _flush(h, state, wait=True):
         if done:
             _synced(h, done)
         if h.checks:
-            checks.settle_ready(h, state)
+            checks.settle_watched(h, state)
         return
     h.stream.synchronize()
     _synced(h, launched)
@@ -596,7 +599,7 @@ def _wait_for(h, node):
                 materialize(data)
             except Exception as exc:  # the node takes it (`settle`), as from a flush
                 data.error = failure("fused elementwise", exc)
-        ev = _retain(h, None)
+        ev = _recorded(h)
     else:
         ev = mark[1]
     try:

@@ -17,6 +17,8 @@ import threading
 
 import cupy as cp
 
+from ..core.scheduler import StreamError, report
+
 
 class Check:
     """One op's bounds: its flag, an event after it, and (once read) whether it failed."""
@@ -132,7 +134,6 @@ def _read_all(checks):
 
 
 def _read(c):
-    from ..core.scheduler import StreamError
     if bool(c.flag.get()):
         sizes = ", ".join(str(s) for s in c.sizes)
         c.error = StreamError(f"[{c.op}] Index out of bounds: an index is outside [-n, n) "
@@ -146,40 +147,24 @@ def _fail(node, error):
     reports."""
     if error is not None and node.error is None:
         node.error = error
-        _report(node.stream, error)
-
-
-def _report(st, error):
-    with st.lock:
-        if all(e is not error for e in st.errors):
-            st.errors.append(error)
+        report(error, node.stream)
 
 
 def settle_watched(h, state):
-    """At the end of an eval on `h`'s stream (its work done): read the flags of the checks
-    it made; one that failed is reported by the stream's synchronize, and fails each node
-    computed from it when that node is read or used (`inherit`, `settle`)."""
-    with h.lock:
-        mine, h.checks = h.checks, []
-    _read_all(mine)
-    for c in mine:
-        if c.error is not None:
-            _report(state, c.error)
-
-
-def settle_ready(h, state):
-    """After a flush that did not wait: read the flags of `h`'s checks whose kernels have
-    run (nothing waits), reporting failures to the stream, so a stream that is never waited
-    for does not gather checks."""
+    """After a flush of `h`'s stream: read the flags of the checks it made whose kernels
+    have run (all of them once it waited for the device; nothing waits here otherwise, so
+    a stream that is never waited for does not gather checks).  One that failed is
+    reported by the stream's synchronize, and fails each node computed from it when that
+    node is read or used (`inherit`, `settle`)."""
     with h.lock:
         ready = [c for c in h.checks if c.ready is None or c.ready.done]
         if not ready:
             return
-        h.checks = [c for c in h.checks if not (c.ready is None or c.ready.done)]
+        h.checks = [c for c in h.checks if c.ready is not None and not c.ready.done]
     _read_all(ready)
     for c in ready:
         if c.error is not None:
-            _report(state, c.error)
+            report(c.error, state)
 
 
 def settle_one(node):

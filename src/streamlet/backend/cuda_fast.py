@@ -149,7 +149,7 @@ def rms_norm(xp, x, *rest, eps, has, dtype):
         types = (("TX", _C[_dtype(x)]), ("TW", _C[_dtype(w) if w is not None else _F32]),
                  ("TO", _C[dtype]))
         launch_source(_RMS, types, _RMS_ARGS, rows,
-                (xd.data.ptr, wd.data.ptr, out.data.ptr, d, eps, w is not None))
+                      (xd.data.ptr, wd.data.ptr, out.data.ptr, d, eps, w is not None))
     return out
 
 
@@ -187,10 +187,10 @@ def rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
             offset = cp.ascontiguousarray(offset)
             pointer, first, per_batch = offset.data.ptr, 0, offset.size > 1
         launch_source(_ROPE, (("TX", _C[dtype]), ("OT", CTYPE[offset.dtype])), _ROPE_ARGS,
-                (n + _BLOCK - 1) // _BLOCK,
-                (xd.data.ptr, pointer, inv.data.ptr, out.data.ptr, n, H, T, D,
-                 *[s // item for s in xd.strides], dims, first, per_batch, bool(traditional),
-                 bool(forward), scale))
+                      (n + _BLOCK - 1) // _BLOCK,
+                      (xd.data.ptr, pointer, inv.data.ptr, out.data.ptr, n, H, T, D,
+                       *[s // item for s in xd.strides], dims, first, per_batch,
+                       bool(traditional), bool(forward), scale))
     return out.reshape(shape)
 
 
@@ -296,11 +296,13 @@ def _rows_attention(q, k, v, mask, scale, causal):
     out = cp.empty((n_b, n_q, l_q, dv), q.dtype)
     steps = [s // q.itemsize for a in (q, k, v) for s in a.strides]
     steps += [s // mask.itemsize for s in mask.strides] if mask is not None else [0] * 4
-    launch_source(_ATTEND, (("QT", _C[q.dtype if q.dtype == _F32 else BF16_NP]), ("MT", mtype),
-                      ("MASK(s, m, f)", rule)), _ATTEND_ARGS, rows,
-            (q.data.ptr, k.data.ptr, v.data.ptr, (mask if mask is not None else q).data.ptr,
-             out.data.ptr, n_q, l_q, l_k, dim, dv, n_q // n_kv, *steps, scale, bool(causal),
-             mask is not None, _FLOAT32_MIN), shared)
+    types = (("QT", _C[q.dtype if q.dtype == _F32 else BF16_NP]), ("MT", mtype),
+             ("MASK(s, m, f)", rule))
+    launch_source(_ATTEND, types, _ATTEND_ARGS, rows,
+                  (q.data.ptr, k.data.ptr, v.data.ptr,
+                   (mask if mask is not None else q).data.ptr, out.data.ptr, n_q, l_q, l_k,
+                   dim, dv, n_q // n_kv, *steps, scale, bool(causal), mask is not None,
+                   _FLOAT32_MIN), shared)
     return out
 
 

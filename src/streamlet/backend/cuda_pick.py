@@ -5,7 +5,7 @@ bfloat16 two more launches widening the bits to float32 first: about 90 µs of h
 for a decode step's one row of logits (150 in bfloat16).  Here one block reduces each
 row, reading float32, float16 or bfloat16 as it is, with NumPy's rules: the first of equal
 values, and the first NaN wherever there is one.  Other dtypes and layouts (an inner
-axis, a strided row) run the CPU's kernel on CuPy arrays.
+axis, a strided row, a row longer than `_ROW_MAX`) run the CPU's kernel on CuPy arrays.
 
 `a[i]` with one integer array `i` (an embedding lookup) copies the rows `i` picks and
 flags an index outside [-n, n) in the same launch (`cuda_checks.Checked`), where CuPy's
@@ -23,12 +23,13 @@ from ..core.ops.indexing import _gather, _Slot
 from ..core.ops.reduction import KERNELS
 from .cuda import BF16, _bf16_inputs
 from .cuda_checks import Checked
-from .cuda_fast import launch_source
+from .cuda_fast import _BLOCK, launch_source
 from .cuda_fuse import CTYPE
 
 _C = {np.dtype(np.float32): "float", np.dtype(np.float16): "__half"}
 _ARGS = struct.Struct("@PPq")
-_GATHER_ARGS = struct.Struct("@4P2q")
+_ROW_MAX = 1 << 18  # elements: one block scans a row; longer ones go to CuPy's reduction
+_GATHER_ARGS = struct.Struct("@4P3q")
 _WORD = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int", 8: "unsigned long long"}
 
 _PICK = r"""
@@ -81,11 +82,11 @@ def _pick(a, axis, keepdims, largest):
     data = a.bits if bf16 else a
     shape = data.shape
     ctype = "unsigned short" if bf16 else _C.get(data.dtype)
+    d = data.size if axis is None else shape[-1]
     if not ((axis is None or axis == len(shape) - 1) and data.flags.c_contiguous and
-            data.size and ctype):
+            data.size and ctype and d <= _ROW_MAX):
         args, _ = _bf16_inputs([a], None)
         return KERNELS["argmax" if largest else "argmin"](cp, args[0], axis, keepdims)
-    d = data.size if axis is None else shape[-1]
     rows = data.size // d
     out = cp.empty(rows, np.uint32)
     launch_source(_PICK, (("TX", ctype), ("LARGEST", int(largest))),
@@ -97,18 +98,19 @@ def _pick(a, axis, keepdims, largest):
 
 _GATHER = r"""
 extern "C" __global__ void k(const TV* table, const TI* idx, TV* out, bool* bad,
-                             long long n, long long width) {
-  const TI raw = idx[blockIdx.x];
+                             long long n, long long width, long long total) {
+  const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= total) return;
+  const long long r = e / width, j = e - r * width;
+  const TI raw = idx[r];
   long long i = (long long)raw;
   if (SIGNED ? (i < -n || i >= n) : ((unsigned long long)raw >= (unsigned long long)n)) {
-    if (threadIdx.x == 0) *bad = true;
+    if (j == 0) *bad = true;
     i = 0;  // the node fails: what it holds is never read, but nothing outside is read
   } else if (i < 0) {
     i += n;
   }
-  const TV* src = table + i * width;
-  TV* dst = out + (long long)blockIdx.x * width;
-  for (long long j = threadIdx.x; j < width; j += blockDim.x) dst[j] = src[j];
+  out[e] = table[i * width + j];
 }
 """
 
@@ -118,16 +120,16 @@ def gather(xp, a, *arrays, index):
     any other index through CuPy (its bounds checked apart, `cuda_checks.watch`)."""
     word = _WORD.get(a.itemsize)
     i = arrays[0] if len(arrays) == 1 else None
-    if not (len(index) == 1 and type(index[0]) is _Slot and word and a.ndim and
-            a.flags.c_contiguous and i is not None and i.dtype.kind in "iu" and i.size and
-            i.size < 1 << 31 and a.shape[0]):
-        return _gather(xp, a, *arrays, index=index)
+    if not (len(index) == 1 and type(index[0]) is _Slot and word and a.ndim and a.size and
+            a.flags.c_contiguous and i is not None and i.dtype.kind in "iu" and i.size):
+        return _gather(xp, a, *arrays, index=index)  # (a zero-width row: its check apart)
     out = cp.empty(i.shape + a.shape[1:], a.dtype)  # (ascontiguousarray makes 0-d 1-d)
     i = cp.ascontiguousarray(i)
     width = a.size // a.shape[0]
     bad = cp.zeros((), np.bool_)
     launch_source(_GATHER, (("TV", word), ("TI", CTYPE[i.dtype]),
                             ("SIGNED", int(i.dtype.kind == "i"))),
-                  _GATHER_ARGS, i.size,
-                  (a.data.ptr, i.data.ptr, out.data.ptr, bad.data.ptr, a.shape[0], width))
+                  _GATHER_ARGS, (out.size + _BLOCK - 1) // _BLOCK,
+                  (a.data.ptr, i.data.ptr, out.data.ptr, bad.data.ptr, a.shape[0], width,
+                   out.size))
     return Checked(out, bad)

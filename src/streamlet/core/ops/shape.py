@@ -220,7 +220,6 @@ _BROADCAST = b.make("broadcast_to", lambda xp, a, shape: xp.broadcast_to(a, shap
 _CONCAT = b.make("concatenate", lambda xp, *arrays, axis, dtype:
                  xp.concatenate([b.cast(a, dtype) for a in arrays], axis=axis),
                  gpu=b.GpuKernel("streamlet.backend.cuda_join:concatenate", bfloat16="bits"),
-                 moves=True,
                  vjp=_concat_vjp, jvp=_concat_jvp, vmap=_concat_vmap, shape=_concat_shape)
 
 
