@@ -383,6 +383,47 @@ def test_rms_norm_kernel_gives_the_cpu_values(dtype, weight):
     _close_to_cpu(*gpu_and_cpu(f, x, w), dtype)
 
 
+def _bits(a):
+    v = np.asarray(a.__array__())
+    return v.view(np.uint16) if v.dtype.itemsize == 2 else v.view(np.uint32)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("second", ["same shape", "broadcast row", "scalar"])
+def test_rms_norm_of_a_residual_sum_computes_the_sum_in_its_launch(dtype, second,
+                                                                   monkeypatch):
+    """A Llama block's `h = x + attention(...)`, then `rms_norm(h)`: one launch computes
+    the sum and the norm, bit for bit what they are when the sum is evaluated first; a sum
+    the kernel can't read (broadcast, a scalar) is launched as before."""
+    from streamlet.backend import cuda_fuse
+    d = getattr(mx, dtype)
+    shape = {"same shape": (3, 4, 200), "broadcast row": (200,), "scalar": None}[second]
+    values = [sample((3, 4, 200), np.float32), sample((200,), np.float32),
+              0.5 if shape is None else sample(shape, np.float32)]
+
+    def arrays():
+        return [v if isinstance(v, float) else mx.array(v).astype(d) for v in values]
+    with mx.stream(mx.cpu):
+        x, w, y = arrays()
+        cpu = np.asarray(mx.fast.rms_norm(x + y, w, 1e-5).__array__())
+    with mx.stream(G):
+        x, w, y = arrays()
+        mx.eval(x, w, y)
+        launches = []
+        real = cuda_fuse.launch
+        monkeypatch.setattr(cuda_fuse, "launch", lambda *a: launches.append(a) or real(*a))
+        h = x + y
+        got = mx.fast.rms_norm(h, w, 1e-5)
+        mx.eval(got, h)
+        assert len(launches) == (0 if second == "same shape" else 1)
+        alone = x + y
+        mx.eval(alone)
+        want = mx.fast.rms_norm(alone, w, 1e-5)
+        np.testing.assert_array_equal(_bits(h), _bits(alone))
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+    _close_to_cpu(np.asarray(got.__array__()), cpu, dtype)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("traditional", [False, True])
 @pytest.mark.parametrize("case", ["transposed", "vector offset", "array offset",

@@ -158,7 +158,13 @@ def execute(node, args):
     # the kernel is launched (another thread's synchronize may flush meanwhile)
     held = []
     with h.device, h.stream:
-        dev_args = [_device_arg(a, inp, h, held) for a, inp in zip(args, node.inputs)]
+        gpu = prim.gpu
+        if gpu is not None and gpu.lazy_first and type(args[0]) is Lazy and \
+                args[0].handle is h:
+            dev_args = [args[0]] + [_device_arg(a, inp, h, held)
+                                    for a, inp in zip(args[1:], node.inputs[1:])]
+        else:
+            dev_args = [_device_arg(a, inp, h, held) for a, inp in zip(args, node.inputs)]
         try:
             out = run_kernel(prim, node.params, node.dtype, dev_args,
                              None if prim.bounds is None else
@@ -454,10 +460,22 @@ def _compute(plan, h):
     if n:
         _launch(plan, leaves, outs, roots, n, h)
     for r, o in zip(roots, outs):
-        r.value = BF16(o) if r.dtype is BF16_NP else o
-        r.args = None
-        if o.nbytes >= TRACK_BYTES:
-            track_memory(r.value)
+        computed(r, o)
+
+
+def computed(lz, out):
+    """Give Lazy `lz` its value, the cupy array `out` (a bfloat16 value's bits) that a
+    kernel launched on its stream computes."""
+    lz.value = BF16(out) if lz.dtype is BF16_NP else out
+    lz.args = None
+    if out.nbytes >= TRACK_BYTES:
+        track_memory(lz.value)
+
+
+def value(lz):
+    """A Lazy's value (a cupy array or a BF16), computed now if it has not been."""
+    materialize(lz)
+    return lz.value
 
 
 def flat_leaf(a, shape):

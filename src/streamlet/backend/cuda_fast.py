@@ -18,7 +18,7 @@ import cupy as cp
 import numpy as np
 
 from ..core import fast
-from .cuda import BF16, BF16_BITS, BF16_NP, _bf16_inputs, _to_bf16
+from .cuda import BF16, BF16_BITS, BF16_NP, Lazy, _bf16_inputs, _to_bf16, computed, value
 from .cuda_constants import constant
 from .cuda_gemm import matmul
 from . import cuda_fuse as fuse
@@ -42,13 +42,20 @@ __device__ __forceinline__ void st(unsigned short* p, long long i, float v) {
 }
 """
 
+# `y` not null: the input is x + y (rounded to TX, as the fused add rounds), also stored
+# to `sum` (a residual connection and the norm after it in one launch)
 _RMS = r"""
-extern "C" __global__ void k(const TX* x, const TW* w, TO* out, long long d, float eps,
-                             int has_w) {
-  const TX* xr = x + (long long)blockIdx.x * d;
-  TO* orow = out + (long long)blockIdx.x * d;
+extern "C" __global__ void k(const TX* x, const TX* y, TX* sum, const TW* w, TO* out,
+                             long long d, float eps, int has_w) {
+  const long long row = (long long)blockIdx.x * d;
+  const TX* xr = x + row;
+  TO* orow = out + row;
   float s = 0.0f;
-  for (long long j = threadIdx.x; j < d; j += blockDim.x) { float v = ld(xr, j); s += v * v; }
+  for (long long j = threadIdx.x; j < d; j += blockDim.x) {
+    float v = ld(xr, j);
+    if (y) { v = rnd(v + ld(y + row, j), xr); st(sum + row, j, v); }
+    s += v * v;
+  }
   __shared__ float part[32];
   for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
   if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
@@ -61,9 +68,9 @@ extern "C" __global__ void k(const TX* x, const TW* w, TO* out, long long d, flo
   __syncthreads();
   const float n = 1.0f / sqrtf(part[0] / (float)d + eps);
   for (long long j = threadIdx.x; j < d; j += blockDim.x) {
-    float y = rnd(ld(xr, j) * n, (const TO*)0);
-    if (has_w) y = y * ld(w, j);
-    st(orow, j, y);
+    float v = rnd(ld(y ? (const TX*)sum + row : xr, j) * n, (const TO*)0);
+    if (has_w) v = v * ld(w, j);
+    st(orow, j, v);
   }
 }
 """
@@ -100,7 +107,7 @@ extern "C" __global__ void k(const TX* x, const OT* offset, const float* inv, TX
 _C = {_F32: "float", BF16_NP: "unsigned short"}
 # the kernels' parameters as CUDA lays them out, each list a multiple of 8 bytes long (no
 # tail padding to disagree about)
-_RMS_ARGS = struct.Struct("@PPPqfi")
+_RMS_ARGS = struct.Struct("@PPPPPqfi")
 _ROPE_ARGS = struct.Struct("@PPPP10q3if")
 _ATTEND_ARGS = struct.Struct("@5P6i16qfiif")
 
@@ -132,24 +139,60 @@ def _array_code(kernel, args, params, out_dtype):
 
 
 def rms_norm(xp, x, *rest, eps, has, dtype):
-    """The GPU kernel of `fast.rms_norm` (GpuKernel mode "native")."""
+    """The GPU kernel of `fast.rms_norm` (GpuKernel mode "native"); `x` may be a fused add
+    not launched yet (`lazy_first`), computed in the same launch."""
     w = rest[0] if has[0] else None
     types = [_dtype(x), dtype] + ([_dtype(w)] if w is not None else [])
-    xd = _data(x)
-    if any(t not in _C for t in types) or xd.ndim == 0 or xd.shape[-1] == 0 or \
-            (w is not None and _data(w).shape != xd.shape[-1:]):  # vmap's batched weights
+    shape = x.shape if type(x) is Lazy else _data(x).shape
+    if any(t not in _C for t in types) or not shape or shape[-1] == 0 or \
+            (w is not None and _data(w).shape != shape[-1:]):  # vmap's batched weights
+        x = value(x) if type(x) is Lazy else x
         return _array_code(fast._RMS.kernel, (x, *rest),
                            {"eps": eps, "has": has, "dtype": dtype}, dtype)
-    xd = cp.ascontiguousarray(xd)
+    if type(x) is Lazy:
+        with x.handle.lock:  # a reader on another thread may compute it meanwhile
+            pair = _sum_operands(x)
+            if pair is not None:
+                return _rms(*pair, w, eps, dtype, x)
+        x = value(x)
+    return _rms(cp.ascontiguousarray(_data(x)), None, w, eps, dtype, None)
+
+
+def _sum_operands(lz):
+    """The two arrays (bits for bfloat16) of which Lazy `lz` is the sum, not computed yet,
+    when they are C-ordered of its shape and dtype; else None."""
+    if lz.value is not None or lz.error is not None or lz.spec[1] != "add" or \
+            lz.spec[2] != "float":
+        return None
+    a, b = lz.args
+    kind = BF16 if lz.dtype == BF16_NP else cp.ndarray
+    if type(a) is not kind or type(b) is not kind:
+        return None
+    a, b = _data(a), _data(b)
+    for v in (a, b):
+        if v.shape != lz.shape or not v.flags.c_contiguous or \
+                (kind is cp.ndarray and v.dtype != _F32):
+            return None
+    return a, b
+
+
+def _rms(xd, yd, w, eps, dtype, lz):
+    """Launch the kernel on the C-ordered `xd` (plus `yd`: Lazy `lz` = xd + yd, computed)."""
     d = xd.shape[-1]
     out = cp.empty(xd.shape, np.uint16 if dtype == BF16_NP else _F32)
+    total = cp.empty_like(xd) if yd is not None else None
     rows = xd.size // d
     if rows:
         wd = cp.ascontiguousarray(_data(w)) if w is not None else xd
-        types = (("TX", _C[_dtype(x)]), ("TW", _C[_dtype(w) if w is not None else _F32]),
+        tx = BF16_NP if xd.dtype == np.uint16 else _F32
+        types = (("TX", _C[tx]), ("TW", _C[_dtype(w) if w is not None else _F32]),
                  ("TO", _C[dtype]))
         launch_source(_RMS, types, _RMS_ARGS, rows,
-                      (xd.data.ptr, wd.data.ptr, out.data.ptr, d, eps, w is not None))
+                      (xd.data.ptr, 0 if yd is None else yd.data.ptr,
+                       0 if yd is None else total.data.ptr, wd.data.ptr, out.data.ptr, d,
+                       eps, w is not None))
+    if lz is not None:
+        computed(lz, total)
     return out
 
 

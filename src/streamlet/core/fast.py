@@ -196,7 +196,8 @@ def _norm_vmap(axes, out, x, *rest, eps, has, dtype):
 
 # shapeless: x's shape (the weight and bias, vectors over its last axis, broadcast to it)
 _RMS = b.make("rms_norm", _norm_kernel(_rms_norm), vjp=_norm_vjp(False),
-              gpu=b.GpuKernel("streamlet.backend.cuda_fast:rms_norm", bfloat16="native"),
+              gpu=b.GpuKernel("streamlet.backend.cuda_fast:rms_norm", bfloat16="native",
+                                lazy_first=True),
               jvp=_norm_jvp(False), vmap=_norm_vmap, shape=rules.broadcast_shape)
 _LN = b.make("layer_norm", _norm_kernel(_layer_norm), vjp=_norm_vjp(True),
              jvp=_norm_jvp(True), vmap=_norm_vmap, shape=rules.broadcast_shape)

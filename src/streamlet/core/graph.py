@@ -83,14 +83,16 @@ class GpuKernel:
     "native" (bfloat16 inputs as the backend holds them, `cuda.BF16`, the node's own dtype
     parameters, a bfloat16 result returned as its bits: the kernel computes in bfloat16).
     `host_scalars`: NumPy scalar inputs arrive as they are, not copied to the device (the
-    kernel passes them as launch parameters).
+    kernel passes them as launch parameters).  `lazy_first`: a first input that is a fused
+    elementwise op of the same stream not launched yet arrives as it is (`cuda.Lazy`), for
+    the kernel to compute it in its own launch or to have it computed (`cuda.value`).
     """
 
-    __slots__ = ("_fn", "path", "bfloat16", "host_scalars")
+    __slots__ = ("_fn", "path", "bfloat16", "host_scalars", "lazy_first")
 
-    def __init__(self, fn, bfloat16="float32", host_scalars=False):
+    def __init__(self, fn, bfloat16="float32", host_scalars=False, lazy_first=False):
         self._fn, self.path = (None, fn) if isinstance(fn, str) else (fn, None)
-        self.bfloat16, self.host_scalars = bfloat16, host_scalars
+        self.bfloat16, self.host_scalars, self.lazy_first = bfloat16, host_scalars, lazy_first
 
     def __call__(self, xp, *args, **params):
         fn = self._fn
