@@ -414,13 +414,17 @@ def test_rms_norm_of_a_residual_sum_computes_the_sum_in_its_launch(dtype, second
         monkeypatch.setattr(cuda_fuse, "launch", lambda *a: launches.append(a) or real(*a))
         h = x + y
         got = mx.fast.rms_norm(h, w, 1e-5)
-        mx.eval(got, h)
-        assert len(launches) == (0 if second == "same shape" else 1)
+        h2 = h + y  # the next block's residual: its operand `h` computed by the norm
+        got2 = mx.fast.rms_norm(h2, w, 1e-5)
+        mx.eval(got, h, got2, h2)
+        assert len(launches) == (0 if second == "same shape" else 2)
         alone = x + y
         mx.eval(alone)
-        want = mx.fast.rms_norm(alone, w, 1e-5)
-        np.testing.assert_array_equal(_bits(h), _bits(alone))
-        np.testing.assert_array_equal(_bits(got), _bits(want))
+        alone2 = alone + y
+        mx.eval(alone2)
+        for a, b in ((h, alone), (h2, alone2), (got, mx.fast.rms_norm(alone, w, 1e-5)),
+                     (got2, mx.fast.rms_norm(alone2, w, 1e-5))):
+            np.testing.assert_array_equal(_bits(a), _bits(b))
     _close_to_cpu(np.asarray(got.__array__()), cpu, dtype)
 
 
@@ -602,12 +606,16 @@ def test_memory_read_by_another_stream_is_not_reused_early():
         assert c[0].item() == 7.0
 
 
-def test_an_input_whose_stream_has_finished_needs_no_event(monkeypatch):
+@pytest.mark.parametrize("made", ["filled", "fused"])
+def test_an_input_whose_stream_has_finished_needs_no_event(monkeypatch, made):
     """Weights made on one stream and evaluated there, then read by another stream (a
     generation stream's matmuls): no CUDA event is recorded or waited for, and the reads
-    still see the weights' values after their blocks could be reused."""
+    still see the weights' values after their blocks could be reused.  Weights computed by
+    a fused kernel at their eval's flush (initializers, dtype conversions) too."""
     s1, s2 = mx.new_stream(G), mx.new_stream(G)
     w = mx.full((256, 256), 0.5, stream=s1)
+    if made == "fused":
+        w = mx.multiply(mx.full((256, 256), 0.25, stream=s1), 2, stream=s1)
     mx.eval(w)
     made, me = [], threading.get_ident()
     real = cp.cuda.Event
@@ -623,6 +631,22 @@ def test_an_input_whose_stream_has_finished_needs_no_event(monkeypatch):
     mx.eval(x)
     assert not made, made[0]
     np.testing.assert_allclose(np.array(x), np.ones((4, 256)), rtol=1e-3)
+
+
+def test_a_fused_value_computed_after_its_flush_is_waited_for_by_another_stream():
+    """An intermediate of a fused kernel that a flush left uncomputed, computed later on its
+    stream behind slow work, then read by another stream: its stream's last flush does not
+    cover it, so the reader waits for its kernel."""
+    s1, s2 = mx.new_stream(G), mx.new_stream(G)
+    for _ in range(3):
+        a = mx.full((1 << 22,), 2.0, stream=s1)
+        t = mx.exp(a, stream=s1)  # held: an intermediate the flush below leaves uncomputed
+        mx.eval(mx.multiply(t, 2, stream=s1))
+        big = mx.ones((4096, 4096), stream=s1)
+        slow = mx.matmul(mx.matmul(big, big, stream=s1), big, stream=s1)
+        mx.async_eval(mx.sum(slow, stream=s1) + mx.sum(t, stream=s1))  # t computed after slow
+        got = mx.sum(t, stream=s2).item()
+        assert got == pytest.approx(float(np.exp(np.float32(2))) * (1 << 22), rel=1e-4)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "bool_", "complex64"])

@@ -257,7 +257,7 @@ def _defer(node, args, h):
         if kind is Lazy:
             if a.handle is not h or a.shape != shape or a.epoch != h.epoch or \
                     a.depth >= fuse.MAX_DEPTH:
-                a = _value_of(a, h, held)
+                a = _value_of(a, h, held, inp.seq)
                 if type(a) is not BF16 and CTYPE.get(a.dtype) is None:
                     return None
             elif a.depth > depth:
@@ -287,14 +287,15 @@ def _defer(node, args, h):
     return lz
 
 
-def _value_of(lz, h, held):
-    """The value of a Lazy that can't join this DAG (another stream, another shape).  One
-    of another stream is always waited for by its event: it may have been computed after
-    that stream's last flush, by a reader."""
+def _value_of(lz, h, held, seq):
+    """The value of a Lazy that can't join this DAG (another stream, another shape), made
+    by node number `seq` of its stream.  One of another stream computed after the flush
+    of its batch (`late`: by a reader, or by a later batch's op) is waited for by an event:
+    its stream's `synced` does not cover it."""
     materialize(lz)
     v = lz.value
     if lz.handle is not h:
-        v = _from_other_stream(v, lz.handle, h, held)
+        v = _from_other_stream(v, lz.handle, h, held, 0 if lz.late else seq)
     return v
 
 
@@ -302,7 +303,7 @@ def _device_arg(a, inp, h, held):
     """An op input as the kernel takes it: on this device, ordered after its producer."""
     kind = type(a)
     if kind is Lazy:
-        return _value_of(a, h, held)
+        return _value_of(a, h, held, inp.seq)
     if kind is cp.ndarray or kind is BF16:
         st = inp.stream
         if st is not None and st.native is not h:
@@ -434,10 +435,10 @@ def materialize(lz):
     h = lz.handle
     with h.lock, h.device, h.stream:
         if lz.value is None:
-            _compute(fuse.collect(lz), h)
+            _compute(fuse.collect(lz), h, h.epoch)
 
 
-def _compute(plan, h):
+def _compute(plan, h, epoch):
     """Launch one kernel computing the plan's outputs (one shape); caller made h current.
 
     Its leaves need no holding: one made on another stream is in `h.hold` since the Lazy
@@ -447,7 +448,7 @@ def _compute(plan, h):
     if len(plan.leaves) + len(plan.consts) + len(roots) >= fuse.MAX_PARAMS:
         for n in plan.nodes:  # too many operands for one launch: one kernel per node
             if n.value is None:
-                _compute(fuse.collect(n), h)
+                _compute(fuse.collect(n), h, epoch)
         return
     n = 1
     for d in shape:
@@ -460,12 +461,13 @@ def _compute(plan, h):
     if n:
         _launch(plan, leaves, outs, roots, n, h)
     for r, o in zip(roots, outs):
-        computed(r, o)
+        computed(r, o, epoch)
 
 
-def computed(lz, out):
+def computed(lz, out, epoch):
     """Give Lazy `lz` its value, the cupy array `out` (a bfloat16 value's bits) that a
-    kernel launched on its stream computes."""
+    kernel launched on its stream computes, in its stream's `epoch` (the flush or batch)."""
+    lz.late = lz.epoch != epoch  # before the value: who sees the value sees this
     lz.value = BF16(out) if lz.dtype is BF16_NP else out
     lz.args = None
     if out.nbytes >= TRACK_BYTES:
@@ -528,13 +530,14 @@ def _flush(h, state, wait=True):
     launched = h.launched
     with h.lock:
         refs, h.pending = h.pending, []
+        epoch = h.epoch
         h.epoch += 1
         if refs:
             lazies = [lz for ref in refs if (lz := ref()) is not None]
             with h.device, h.stream:
                 for plan in fuse.plans_for(lazies):
                     try:
-                        _compute(plan, h)
+                        _compute(plan, h, epoch)
                     except Exception as exc:
                         error = failure("fused elementwise", exc)
                         for lz in plan.roots:

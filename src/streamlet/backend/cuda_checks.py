@@ -64,7 +64,7 @@ def inherit(node, h):
         cs = inp.checks
         if inp.error is not None:  # read after the scheduler looked at the input
             raise inp.error
-        if cs is not None and cs is not found:
+        if cs is not None and cs is not found and cs != found:  # (equal: one flag's tuples)
             merged = found is not None
             found = cs if found is None else found + cs
     if found is None:

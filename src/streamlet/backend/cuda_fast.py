@@ -164,16 +164,19 @@ def _sum_operands(lz):
     if lz.value is not None or lz.error is not None or lz.spec[1] != "add" or \
             lz.spec[2] != "float":
         return None
-    a, b = lz.args
     kind = BF16 if lz.dtype == BF16_NP else cp.ndarray
-    if type(a) is not kind or type(b) is not kind:
-        return None
-    a, b = _data(a), _data(b)
-    for v in (a, b):
+    pair = []
+    for v in lz.args:
+        if type(v) is Lazy:  # one computed since (the last block's residual sum)
+            v = v.value
+        if type(v) is not kind:
+            return None
+        v = _data(v)
         if v.shape != lz.shape or not v.flags.c_contiguous or \
                 (kind is cp.ndarray and v.dtype != _F32):
             return None
-    return a, b
+        pair.append(v)
+    return pair
 
 
 def _rms(xd, yd, w, eps, dtype, lz):
@@ -192,7 +195,7 @@ def _rms(xd, yd, w, eps, dtype, lz):
                        0 if yd is None else total.data.ptr, wd.data.ptr, out.data.ptr, d,
                        eps, w is not None))
     if lz is not None:
-        computed(lz, total)
+        computed(lz, total, lz.handle.epoch)
     return out
 
 

@@ -83,7 +83,7 @@ class Lazy:
     """An elementwise op not launched yet: its op, its operands and, once run, its value."""
 
     __slots__ = ("handle", "spec", "args", "shape", "dtype", "value", "pos", "epoch",
-                 "depth", "error", "__weakref__")
+                 "depth", "error", "late", "__weakref__")
 
     def __init__(self, handle, spec, args, shape, dtype, depth=1):
         self.handle = handle  # the stream it runs on
@@ -96,6 +96,7 @@ class Lazy:
         self.epoch = handle.epoch if handle is not None else 0  # the flush it belongs to
         self.depth = depth  # the longest chain of unlaunched ops ending here
         self.error = None  # its kernel's failure at a flush (a StreamError), given to its node
+        self.late = False  # computed after its epoch's flush (`cuda.computed`)
 
     def __dlpack_device__(self):
         return (2, self.handle.index)  # kDLCUDA
