@@ -389,7 +389,8 @@ def _bits(a):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("second", ["same shape", "broadcast row", "scalar"])
+@pytest.mark.parametrize("second", ["same shape", "same shape, wide", "broadcast row",
+                                    "scalar"])
 def test_rms_norm_of_a_residual_sum_computes_the_sum_in_its_launch(dtype, second,
                                                                    monkeypatch):
     """A Llama block's `h = x + attention(...)`, then `rms_norm(h)`: one launch computes
@@ -397,8 +398,9 @@ def test_rms_norm_of_a_residual_sum_computes_the_sum_in_its_launch(dtype, second
     the kernel can't read (broadcast, a scalar) is launched as before."""
     from streamlet.backend import cuda_fuse
     d = getattr(mx, dtype)
-    shape = {"same shape": (3, 4, 200), "broadcast row": (200,), "scalar": None}[second]
-    values = [sample((3, 4, 200), np.float32), sample((200,), np.float32),
+    d_ = 4096 if "wide" in second else 200  # wider than a block: a thread per 16 columns
+    shape = {"broadcast row": (d_,), "scalar": None}.get(second, (3, 4, d_))
+    values = [sample((3, 4, d_), np.float32), sample((d_,), np.float32),
               0.5 if shape is None else sample(shape, np.float32)]
 
     def arrays():
@@ -417,7 +419,7 @@ def test_rms_norm_of_a_residual_sum_computes_the_sum_in_its_launch(dtype, second
         h2 = h + y  # the next block's residual: its operand `h` computed by the norm
         got2 = mx.fast.rms_norm(h2, w, 1e-5)
         mx.eval(got, h, got2, h2)
-        assert len(launches) == (0 if second == "same shape" else 2)
+        assert len(launches) == (0 if second.startswith("same shape") else 2)
         alone = x + y
         mx.eval(alone)
         alone2 = alone + y
@@ -617,6 +619,7 @@ def test_an_input_whose_stream_has_finished_needs_no_event(monkeypatch, made):
     if made == "fused":
         w = mx.multiply(mx.full((256, 256), 0.25, stream=s1), 2, stream=s1)
     mx.eval(w)
+    assert (type(w._node.data).__name__ == "Lazy") == (made == "fused")
     made, me = [], threading.get_ident()
     real = cp.cuda.Event
 
@@ -633,20 +636,40 @@ def test_an_input_whose_stream_has_finished_needs_no_event(monkeypatch, made):
     np.testing.assert_allclose(np.array(x), np.ones((4, 256)), rtol=1e-3)
 
 
-def test_a_fused_value_computed_after_its_flush_is_waited_for_by_another_stream():
+@pytest.mark.parametrize("by", ["reduction", "rms_norm"])
+def test_a_fused_value_computed_after_its_flush_is_waited_for_by_another_stream(
+        monkeypatch, by):
     """An intermediate of a fused kernel that a flush left uncomputed, computed later on its
-    stream behind slow work, then read by another stream: its stream's last flush does not
-    cover it, so the reader waits for its kernel."""
+    stream behind slow work (by an op reading it, or by the norm that computes the residual
+    sum it reads), then read by another stream: its stream's last flush does not cover it,
+    so the reader waits for its kernel by an event."""
+    from streamlet.backend import cuda, cuda_fast
     s1, s2 = mx.new_stream(G), mx.new_stream(G)
-    for _ in range(3):
-        a = mx.full((1 << 22,), 2.0, stream=s1)
-        t = mx.exp(a, stream=s1)  # held: an intermediate the flush below leaves uncomputed
-        mx.eval(mx.multiply(t, 2, stream=s1))
+    waits, sums = [], []
+    real, rms = cuda._recorded, cuda_fast._rms
+    monkeypatch.setattr(cuda, "_recorded", lambda h: waits.append(h) or real(h))
+    monkeypatch.setattr(cuda_fast, "_rms", lambda *a: sums.append(a[-1]) or rms(*a))
+    n = 1 << 22
+    for i in range(3):
+        a = mx.full((n,), 2.0 + i, stream=s1)
+        b = mx.full((n,), 1.0, stream=s1)
+        mx.eval(a, b)
+        t = mx.add(mx.exp(a, stream=s1), b, stream=s1) if by == "reduction" else \
+            mx.add(a, b, stream=s1)
+        mx.eval(mx.multiply(t, 2, stream=s1))  # t: an intermediate the flush leaves
+        lz = t._node.data
+        assert type(lz) is cuda.Lazy and lz.value is None
         big = mx.ones((4096, 4096), stream=s1)
-        slow = mx.matmul(mx.matmul(big, big, stream=s1), big, stream=s1)
-        mx.async_eval(mx.sum(slow, stream=s1) + mx.sum(t, stream=s1))  # t computed after slow
+        slow = mx.sum(mx.matmul(mx.matmul(big, big, stream=s1), big, stream=s1), stream=s1)
+        use = mx.sum(t, stream=s1) if by == "reduction" else \
+            mx.sum(mx.fast.rms_norm(t, None, 1e-5, stream=s1), stream=s1)
+        mx.async_eval(slow + use)  # t computed after the matmuls
+        del waits[:]
         got = mx.sum(t, stream=s2).item()
-        assert got == pytest.approx(float(np.exp(np.float32(2))) * (1 << 22), rel=1e-4)
+        want = (float(np.exp(np.float32(2 + i))) if by == "reduction" else 2.0 + i) + 1
+        assert got == pytest.approx(want * n, rel=1e-4)
+        assert lz.late and any(h is lz.handle for h in waits)
+        assert (lz in sums) == (by == "rms_norm")  # the norm's launch computed the sum
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int8", "bool_", "complex64"])

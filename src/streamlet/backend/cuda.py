@@ -441,8 +441,9 @@ def materialize(lz):
 def _compute(plan, h, epoch):
     """Launch one kernel computing the plan's outputs (one shape); caller made h current.
 
-    Its leaves need no holding: one made on another stream is in `h.hold` since the Lazy
-    that reads it was deferred, and the others were allocated on this stream."""
+    Its leaves need no holding here: one made on another stream is in `h.hold` from the
+    Lazy's deferral to its epoch's flush (`computed` keeps those of a later launch), and
+    the others were allocated on this stream."""
     roots = plan.roots
     shape = roots[0].shape
     if len(plan.leaves) + len(plan.consts) + len(roots) >= fuse.MAX_PARAMS:
@@ -468,6 +469,8 @@ def computed(lz, out, epoch):
     """Give Lazy `lz` its value, the cupy array `out` (a bfloat16 value's bits) that a
     kernel launched on its stream computes, in its stream's `epoch` (the flush or batch)."""
     lz.late = lz.epoch != epoch  # before the value: who sees the value sees this
+    if lz.late:  # its leaves from other streams were held until its epoch's flush only
+        _retain(lz.handle, lz.args)
     lz.value = BF16(out) if lz.dtype is BF16_NP else out
     lz.args = None
     if out.nbytes >= TRACK_BYTES:
