@@ -140,6 +140,25 @@ def test_a_chain_shares_its_tuple_of_flags(checks):
     assert all(n.checks is x.checks for n in chain)
 
 
+def test_equal_tuples_of_flags_are_taken_as_they_are(checks):
+    """Two inputs carrying the same flags in tuples of their own (each branch of a
+    residual filtered its read flags anew): the consumer takes one of those tuples, not a
+    merged copy built at every node of a decode step."""
+    h = _Handle()
+    x = Node((2,), dt.float32, TAKE, (_node(), _node()))
+    x.stream = _Stream()
+    checks.inherit(x, h)
+    checks.watch(x, [(np.array([0, 1]), 4)], h)
+    a, b = _node(x), _node(x)
+    checks.inherit(a, h)
+    checks.inherit(b, h)
+    b.checks = tuple(list(a.checks))  # equal, not the same object
+    assert b.checks == a.checks and b.checks is not a.checks
+    z = _node(a, b)
+    checks.inherit(z, h)
+    assert z.checks is a.checks
+
+
 @pytest.mark.parametrize("idx", [[0, 3], [0, 4]])
 def test_the_flush_reads_its_streams_flags_and_fails_what_came_from_a_bad_one(checks, idx):
     h, state = _Handle(), _Stream()
