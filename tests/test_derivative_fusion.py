@@ -192,6 +192,46 @@ def test_matmuls_short_way_is_its_rules_graph(monkeypatch, argnums):
     assert not any(n.startswith("transpose") for n in short_nodes)
     _same_bits(short, ruled, "short vs rule")
 
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1)])
+def test_a_linear_layers_3d_product_takes_the_short_way(monkeypatch, dtype, transposed,
+                                                         argnums):
+    """`x @ w.T` (or `x @ w`) of a 3-D `x` (a Linear layer on a batch of sequences): the
+    walk builds `c @ w` as one product reading `w` by a flag and the batch-folded `x.T @ c`
+    (as MLX folds it), without the transpose nodes the general rule builds and the
+    products then read through flags: fewer nodes built, the same graph and bits."""
+    from streamlet.core import graph as graph_module
+    from streamlet.core.graph import Primitive
+    s = mx.new_stream(mx.cpu)
+    rng = np.random.default_rng(6)
+    d = getattr(mx, dtype)
+    x = mx.array(rng.standard_normal((2, 3, 4)).astype(np.float32)).astype(d)
+    w = mx.array(rng.standard_normal((5, 4) if transposed else (4, 5)).astype(np.float32))
+    w = w.astype(d)
+    mx.eval(x, w)
+
+    def graph():
+        def f(a, b):
+            return mx.sin(mx.matmul(a, b.T if transposed else b, stream=s)).sum()
+        first = next(graph_module._births)
+        g = mx.grad(f, argnums)(x, w)
+        built = next(graph_module._births) - first - 1
+        g = g if isinstance(g, tuple) else (g,)
+        nodes = sorted(_backward_nodes(g))
+        mx.eval(g)
+        return g, nodes, built
+
+    short, short_nodes, short_built = graph()
+    monkeypatch.setattr(Primitive, "cotangents", None)
+    ruled, ruled_nodes, ruled_built = graph()
+    assert short_built < ruled_built
+    assert short_nodes == ruled_nodes
+    assert f"matmul@{s.index}" in short_nodes
+    wide = [[g.astype(mx.float32) for g in gs] for gs in (short, ruled)]  # exact for bf16
+    _same_bits(*wide, "short vs rule")
+
 def _backward_nodes(grads):
     """(primitive, stream index) of each node the gradients were computed from."""
     seen, out, stack = set(), [], [g._node for g in grads]

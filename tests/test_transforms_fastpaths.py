@@ -119,10 +119,11 @@ def test_broadcast_cotangents_are_summed_back_as_mlx(mlx, bias):
 
 
 @pytest.mark.parametrize("shapes", [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)),
-                                    ((2, 3, 4), (4, 2))])
+                                    ((2, 3, 4), (4, 2)), ((2, 3, 4), (2, 4)),
+                                    ((2, 5, 3, 4), (2, 4))])
 def test_matmul_gradients_match_mlx(mlx, shapes):
-    def f(M, x, y):
-        return M.sin(x @ y).sum()
+    def f(M, x, y):  # a second operand given as (out, in) is a Linear layer's weight
+        return M.sin(x @ (y.T if y.shape[-1] == x.shape[-1] != y.shape[0] else y)).sum()
     ours, theirs = _both(mlx, f, *[_data(*s) for s in shapes], argnums=(0, 1))
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -7,7 +7,7 @@ import operator
 import numpy as np
 
 from .. import dtypes as dt
-from ..array import alias, array, const, node, node_of  # noqa: F401 (node_of: rules)
+from ..array import alias, array, const, node, node_of, wrap  # noqa: F401 (node_of, wrap: rules)
 from ..errors import BadType, called, rename  # noqa: F401 (rename: for the op factories)
 from ..graph import GpuKernel, Primitive
 from ..stream import resolve

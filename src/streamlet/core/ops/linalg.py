@@ -114,14 +114,40 @@ def _transposed(a, st):
     return bl.node_of(_sh._TRANSPOSE, (n,), n.shape[::-1], n.dtype, {"axes": (1, 0)}, st)
 
 
+def _folded_cotangents(c, x, y, tb, st):
+    """Thunks of the cotangents of a stack `x` of matrices (its batch folded into rows, as
+    MLX folds it) times the matrix `y` (or its transpose, `tb`), given the product's
+    cotangent `c`: `c @ y.T` as one product node reading `y` by a flag, and the folded
+    `x.T @ c` (then transposed for `tb`), the general rule's products without its
+    transpose nodes."""
+    d = c.dtype
+
+    def dx():
+        params = {"dtype": d.np} if tb else {"dtype": d.np, "tb": True}
+        return bl.node_of(_MATMUL, (c, y), x.shape, d, params, st)
+
+    def dy():
+        rows = math.prod(x.shape[:-1])
+        a = _sh.reshape(bl.wrap(x), (rows, x.shape[-1]))._node
+        g = _product(a, _sh.reshape(bl.wrap(c), (rows, c.shape[-1]))._node, st, True, False)
+        return _transposed(g, st) if tb else g
+    return dx, dy
+
+
 def _matmul_cotangents(n, c, wanted, cot, accumulate):
-    """matmul's `cotangents` (`Primitive`): `c @ y.T` and `x.T @ c` for matrices."""
+    """matmul's `cotangents` (`Primitive`): `c @ y.T` and `x.T @ c` for matrices, and for a
+    stack of them times a matrix (a Linear layer's 3-D input)."""
     x, y = n.inputs
     c = c._node
-    if not _plain(c, x, y):
-        return False
     p = n.params
-    dx, dy = _plain_cotangents(c, x, y, p.get("ta", False), p.get("tb", False), n.stream)
+    d = c.dtype
+    if _plain(c, x, y):
+        dx, dy = _plain_cotangents(c, x, y, p.get("ta", False), p.get("tb", False), n.stream)
+    elif len(x.shape) > 2 and len(y.shape) == 2 and d is x.dtype is y.dtype and \
+            d.kind == "f" and not p.get("ta") and not SHAPELESS.on:
+        dx, dy = _folded_cotangents(c, x, y, p.get("tb", False), n.stream)
+    else:
+        return False
     if x in wanted:
         accumulate(cot, x, dx())
     if y in wanted:
