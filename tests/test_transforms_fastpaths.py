@@ -127,3 +127,27 @@ def test_matmul_gradients_match_mlx(mlx, shapes):
     ours, theirs = _both(mlx, f, *[_data(*s) for s in shapes], argnums=(0, 1))
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["transposed x", "complex", "plain"])
+@pytest.mark.parametrize("shapes", [((2, 3, 0), (0, 4)), ((2, 3, 5), (5, 0)),
+                                    ((0, 3, 5), (5, 2))])
+def test_empty_stacked_products_gradients_match_mlx(mlx, case, shapes):
+    """A stack of matrices times a matrix with an empty dimension: the general rule's
+    folded product (a transposed `x`, complex numbers) and the short way give MLX's
+    zero-filled gradients of the inputs' shapes (the fold once asked reshape to infer
+    -1 for no elements)."""
+    xs, ys = shapes
+    if case == "transposed x":
+        xs = xs[:-2] + xs[:-3:-1]
+    dtype = np.complex64 if case == "complex" else np.float32
+    x, y = _data(*xs).astype(dtype), _data(*ys).astype(dtype)
+
+    def f(M, a, b):
+        a = M.swapaxes(a, -1, -2) if case == "transposed x" else a
+        p = a @ b
+        return (M.abs(p) if case == "complex" else M.sin(p)).sum()
+    ours, theirs = _both(mlx, f, x, y, argnums=(0, 1))
+    for a, b in zip(ours, theirs):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -117,9 +117,9 @@ def _transposed(a, st):
 def _folded_cotangents(c, x, y, tb, st):
     """Thunks of the cotangents of a stack `x` of matrices (its batch folded into rows, as
     MLX folds it) times the matrix `y` (or its transpose, `tb`), given the product's
-    cotangent `c`: `c @ y.T` as one product node reading `y` by a flag, and the folded
-    `x.T @ c` (then transposed for `tb`), the general rule's products without its
-    transpose nodes."""
+    cotangent `c`: `c @ y.T` as one product node reading `y` as it is or by a flag (the
+    general rule reads a transpose node of `y` by a flag: the same layout), and the folded
+    `x.T @ c` (then transposed for `tb`), without the rule's transpose nodes."""
     d = c.dtype
 
     def dx():
@@ -177,8 +177,9 @@ def _general_cotangents(c, x, y):
     def dy():
         if x.ndim > 2 and y.ndim <= 2 and not SHAPELESS.on:
             # MLX folds the batch into the rows (one product, one rounding for half types)
-            g = matmul(_adjoint(_sh.reshape(xm, (-1, xm._shape[-1]))),
-                       _sh.reshape(cm, (-1, cm._shape[-1])))
+            rows = math.prod(xm._shape[:-1])  # (-1 can't be inferred for an empty row)
+            g = matmul(_adjoint(_sh.reshape(xm, (rows, xm._shape[-1]))),
+                       _sh.reshape(cm, (rows, cm._shape[-1])))
         else:
             g = matmul(_adjoint(xm), cm)
         return squeeze(g, -1) if y.ndim == 1 else g
