@@ -257,6 +257,35 @@ def test_layer_errors_match_mlx():
             layer(mx.zeros(shape))
 
 
+@pytest.mark.parametrize("shape", [(5, 4), (2, 3, 4), (4,)])
+def test_a_linear_layer_without_bias_is_one_product_node(shape):
+    """`nn.Linear(bias=False)` builds `x @ W.T` as the one product node that `matmul` makes
+    of it (reading W transposed by a flag), without a transpose node first: the same
+    node, the same bits, and MLX's error for a wrong width."""
+    from streamlet.core import graph
+    layer = nn.Linear(4, 3, bias=False)
+    x = mx.array(np.random.default_rng(3).normal(size=shape).astype(F))
+    mx.eval(layer.parameters(), x)
+    first = next(graph._births)
+    y = layer(x)
+    assert next(graph._births) - first - 1 == 1
+    want = x @ layer.weight.T
+    n, m = y._node, want._node
+    assert (n.prim, n.params, n.shape, n.dtype) == (m.prim, m.params, m.shape, m.dtype)
+    assert n.inputs == (x._node, layer.weight._node) and n.params.get("tb")
+    np.testing.assert_array_equal(np.array(y), np.array(want))
+    wide = nn.Linear(5, 3, bias=False)
+    with pytest.raises(ValueError) as ours_error:
+        wide(x)
+    with pytest.raises(ValueError) as plain_error:
+        x @ wide.weight.T
+    assert str(ours_error.value) == str(plain_error.value)
+    if len(shape) > 1:  # (MLX names a vector's shape as the row it makes: (1, 4))
+        with pytest.raises(ValueError) as mlx_error:
+            mlx_nn.Linear(5, 3, bias=False)(mlx_core.array(np.array(x)))
+        assert str(ours_error.value) == str(mlx_error.value).replace(",", ", ")
+
+
 @pytest.mark.parametrize("mode,kwargs", [
     ("affine", {}), ("affine", {"bits": 8, "group_size": 32}), ("affine", {"bits": 3}),
     ("mxfp4", {}), ("nvfp4", {}),

@@ -256,6 +256,23 @@ def matmul(a, b, /, *, stream=None):
                       params, st)
 
 
+def matmul_transposed(a, w):
+    """`a @ w.T` for a matrix `w` (a Linear layer's weight) on the default stream: the
+    node `matmul` makes of it, reading `w` transposed by its flag, without building the
+    transpose node that the product then reads through."""
+    st = bl.resolve(None)
+    x, y = bl.as_array(a, "matmul"), bl.as_array(w, "matmul")
+    if y.ndim != 2:
+        return matmul(x, _sh.transpose(y))
+    d = x._dtype if x._dtype is y._dtype else dt.promote_types(x._dtype, y._dtype)
+    _check_inexact("matmul", x._dtype, y._dtype, d)
+    params = {"dtype": d.np}
+    xn = _untransposed(x._node, st, params, "ta")
+    params["tb"] = True
+    return bl.node_of(_MATMUL, (xn, y._node), shapes_product(x._shape, y._shape[::-1],
+                                                             "matmul"), d, params, st)
+
+
 def operands(x, y, st, params) -> tuple:
     """The nodes a product of `x` and `y` built on `st` reads: an operand that is an
     unevaluated transpose of the last two axes made on `st` is read through that
@@ -283,7 +300,11 @@ def _untransposed(n, st, params, flag):
 
 def product_shape(x, y, op):
     """The shape of `x @ y` (NumPy's rules for 1-D inputs), with MLX's errors naming `op`."""
-    xs, ys = x._shape, y._shape
+    return shapes_product(x._shape, y._shape, op)
+
+
+def shapes_product(xs, ys, op):
+    """`product_shape` of operands of shapes `xs` and `ys`."""
     if not xs or not ys:
         raise ValueError(f"[{op}] Got 0 dimension input. Inputs must have at least one "
                          "dimension.")

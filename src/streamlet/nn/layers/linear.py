@@ -3,6 +3,7 @@ import math
 from typing import Any, Optional
 
 import streamlet.core as mx
+from streamlet.core.ops.linalg import matmul_transposed
 
 from .base import Module
 
@@ -54,7 +55,7 @@ class Linear(Module):
     def __call__(self, x):
         if "bias" in self:
             return mx.addmm(self["bias"], x, self["weight"].T)
-        return x @ self["weight"].T
+        return matmul_transposed(x, self["weight"])  # x @ W.T, as one node
 
     def to_quantized(self, group_size: Optional[int] = None, bits: Optional[int] = None,
                      mode: str = "affine", quantize_input: bool = False):
