@@ -292,8 +292,7 @@ def _value_of(lz, h, held, seq):
     by node number `seq` of its stream.  One of another stream computed after the flush
     of its batch (`late`: by a reader, or by a later batch's op) is waited for by an event:
     its stream's `synced` does not cover it."""
-    materialize(lz)
-    v = lz.value
+    v = value(lz)
     if lz.handle is not h:
         v = _from_other_stream(v, lz.handle, h, held, 0 if lz.late else seq)
     return v
@@ -650,8 +649,7 @@ def to_numpy(data, state):
     stream = _readers.get(h.index)
     if type(data) is Lazy:
         stream = h.stream
-        materialize(data)
-        data = data.value
+        data = value(data)
     if isinstance(data, np.generic | np.ndarray):
         return data
     with h.device:
@@ -681,8 +679,7 @@ def for_export(data, state):
     stream's work finished."""
     h = state.native or handle(state)
     if type(data) is Lazy:
-        materialize(data)
-        data = data.value
+        data = value(data)
     h.stream.synchronize()
     return data
 

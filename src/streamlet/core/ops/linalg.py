@@ -249,11 +249,17 @@ def matmul(a, b, /, *, stream=None):
     """Matrix product with NumPy's rules for 1-D inputs and batch broadcasting."""
     st = bl.resolve(stream)
     x, y = bl.as_array(a, "matmul"), bl.as_array(b, "matmul")
-    d = x._dtype if x._dtype is y._dtype else dt.promote_types(x._dtype, y._dtype)
-    _check_inexact("matmul", x._dtype, y._dtype, d)
+    d = _product_dtype(x, y)
     params = {"dtype": d.np}
     return bl.node_of(_MATMUL, operands(x, y, st, params), product_shape(x, y, "matmul"), d,
                       params, st)
+
+
+def _product_dtype(x, y):
+    """The dtype of `x @ y` (MLX's error for integers)."""
+    d = x._dtype if x._dtype is y._dtype else dt.promote_types(x._dtype, y._dtype)
+    _check_inexact("matmul", x._dtype, y._dtype, d)
+    return d
 
 
 def matmul_transposed(a, w):
@@ -264,8 +270,7 @@ def matmul_transposed(a, w):
     x, y = bl.as_array(a, "matmul"), bl.as_array(w, "matmul")
     if y.ndim != 2:
         return matmul(x, _sh.transpose(y))
-    d = x._dtype if x._dtype is y._dtype else dt.promote_types(x._dtype, y._dtype)
-    _check_inexact("matmul", x._dtype, y._dtype, d)
+    d = _product_dtype(x, y)
     params = {"dtype": d.np}
     xn = _untransposed(x._node, st, params, "ta")
     params["tb"] = True
