@@ -1,6 +1,7 @@
 """The scheduler across streams and threads (DESIGN §4, §5, §7)."""
 import threading
 import time
+import types
 
 import numpy as np
 import pytest
@@ -266,10 +267,11 @@ def test_a_parked_batch_resumes_where_it_stopped_even_if_woken_at_once(monkeypat
     wake-up start another worker on the batch, before the parking worker returns: the
     position to resume from must be stored first, or the batch reruns nodes it ran
     (seen once in 32 000 evals of the soak: "'NoneType' object has no attribute 'inputs'")."""
+    from streamlet.backend import cpu
     from streamlet.core import scheduler
 
     ran, resumed_at = [], []
-    parking = object()  # the consumer's stream
+    parking = types.SimpleNamespace(backend=cpu)  # the consumer's stream
 
     class Finishing:  # a producer's stream whose node finishes as it is waited for
         def when_done(self, seq, resume):

@@ -66,6 +66,51 @@ def test_a_failing_function_leaves_the_arguments_as_they_were():
     assert p[0] is a and p[1]["b"] is b
 
 
+def _prims(*arrays):
+    """The names of the primitives of the nodes not run yet behind `arrays`."""
+    names, stack, seen = set(), [a._node for a in arrays], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if n.prim is not None:
+            names.add(n.prim.name)
+        stack.extend(n.inputs)
+    return names
+
+
+def test_a_tracer_of_an_evaluated_array_holds_its_value_and_runs_nothing(mlx):
+    """value_and_grad over evaluated parameters: each tracer is a leaf holding the
+    parameter's buffer (no copy node to run), on the parameter's own stream; an input not
+    evaluated yet gets a copy node as before.  Both give MLX's gradients."""
+    s = mx.new_stream(mx.default_device())
+    w = mx.add(mx.array(_data(4, 3)), 0.0, stream=s)
+    b = mx.array(_data(3))
+    x = mx.array(_data(5, 4))
+    mx.eval(w, x)  # b is a leaf already; w ran on `s`
+    seen = {}
+
+    def loss(p, x):
+        seen.update(w=p[0], b=p[1])
+        return mx.tanh(x @ p[0] + p[1]).sum()
+    value, grads = mx.value_and_grad(loss)([w, b], x)
+    tw, tb = seen["w"]._node, seen["b"]._node
+    assert tw.prim is None and tw.data is w._node.data and tw.stream is w._node.stream
+    assert w._node.stream.stream == s
+    assert tb.prim is None and tb.data is b._node.data
+    assert "copy" not in _prims(value, *grads)
+    pending = w + 0.0  # not evaluated: its tracer is a copy node
+    _, g_pending = mx.value_and_grad(loss)([pending, b], x)
+    assert seen["w"]._node.prim.name == "copy"
+    their = mlx.value_and_grad(lambda p, x: mlx.tanh(x @ p[0] + p[1]).sum())(
+        [mlx.array(np.array(w)), mlx.array(np.array(b))], mlx.array(np.array(x)))
+    np.testing.assert_allclose(np.array(value), np.array(their[0]), rtol=1e-5)
+    for ours in (grads, g_pending):
+        for g, t in zip(ours, their[1]):
+            np.testing.assert_allclose(np.array(g), np.array(t), rtol=1e-5, atol=1e-6)
+
+
 def test_grad_of_grad_through_an_argument_not_differentiated(mlx):
     def inner(M):
         return M.grad(lambda y, z: (M.sin(y) * z).sum())

@@ -1,12 +1,15 @@
 """The CPU backend: kernels run on NumPy arrays in the thread that drains the stream.
 
-A backend module provides: execute(node, args), run_deferred(state, wait) (the
+A backend module provides: execute(node, args), running(state, count) (the context the
+scheduler runs a batch of `count` nodes of a stream in), run_deferred(state, wait) (the
 scheduler's call once a batch of a stream's nodes has run: the backend's pass over the
 work its `execute` deferred, and with `wait` the wait for it), import_from(node) (an
 input that another backend produced), to_numpy(data, state), for_export(data, state),
 settle(node) and synchronize(state).
 """
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
@@ -27,6 +30,14 @@ def execute(node, args):
     out = prim.kernel(np, *args, **params) if params else prim.kernel(np, *args)
     # NumPy gives scalars for full reductions and scalar indexing; arrays are ndarrays
     return out if type(out) is np.ndarray else np.asarray(out)
+
+
+_NOTHING = contextlib.nullcontext()
+
+
+def running(state, count):
+    """Nothing to set up around a batch: NumPy has no current stream."""
+    return _NOTHING
 
 
 def run_deferred(state, wait=True):

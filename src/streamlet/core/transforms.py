@@ -15,7 +15,7 @@ import operator
 
 from . import trees
 from .array import array, const, node, node_of, wrap
-from .graph import SHAPELESS, TRACING, Node, Primitive
+from .graph import SHAPELESS, TRACING, Node, Primitive, keeps_graph
 from . import ops as _ops
 from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, broadcast_shapes, callable_arg, \
     seq_arg
@@ -34,6 +34,13 @@ COPY = Primitive("copy", lambda xp, x: x, vjp=lambda c, out, x: (c,),
                  jvp=lambda t, out, x: t[0], vmap=_identity_vmap, shape=same_shape)
 def _tracer(a) -> array:
     n = a._node
+    if n.prim is None and n.data is not None and n.error is None and not keeps_graph(n):
+        # an evaluated input no walk passes through (not an outer transform's tracer): the
+        # tracer is a leaf holding its value, at its place on its stream; nothing to run
+        t = Node(n.shape, n.dtype, stream=n.stream, data=n.data)
+        t.seq, t.checks = n.seq, n.checks
+        t.tracer = TRACING.token()
+        return wrap(t)
     t = node_of(COPY, (n,), n.shape, n.dtype, None,
                 n.stream if n.prim is not None else resolve(None))
     # a tracer input gave the copy its mark (`Tracing.mark`: another thread's too); else
