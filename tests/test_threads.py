@@ -288,6 +288,37 @@ def test_a_parked_batch_resumes_where_it_stopped_even_if_woken_at_once(monkeypat
     assert len(ran) == 1 and resumed_at == [1]
 
 
+def test_a_batch_runs_its_nodes_in_the_backends_context_and_its_flush_after(monkeypatch):
+    """The scheduler runs a batch's nodes inside `backend.running` (the GPU makes its
+    stream current there once) and the backend's pass over the batch after leaving it (a
+    GPU flush reading index flags there must not wait for the stream)."""
+    from streamlet.backend import cpu
+
+    depth, counts, ran, flushed = [], [], [], []
+
+    class Context:
+        def __enter__(self):
+            depth.append(1)
+
+        def __exit__(self, *exc):
+            depth.pop()
+
+    def running(state, count):
+        counts.append(count)
+        return Context()
+    real = cpu.execute
+    monkeypatch.setattr(cpu, "running", running)
+    monkeypatch.setattr(cpu, "execute", lambda node, args: (ran.append(len(depth)),
+                                                            real(node, args))[1])
+    monkeypatch.setattr(cpu, "run_deferred", lambda state, wait=True:
+                        flushed.append(len(depth)))
+    x = mx.array([1.0, 2.0])
+    y = mx.exp(x + 1) * 2
+    mx.eval(y)
+    assert counts == [3] and ran == [1, 1, 1] and flushed == [0] and not depth
+    assert y.tolist() == pytest.approx((np.exp([2.0, 3.0]) * 2).tolist())
+
+
 def test_a_batch_queued_on_a_busy_stream_waits_for_producers_queued_after_it():
     """One eval's batches enter their queues one after another; one queued behind work
     already running on its stream can start before the next is queued.  Its waits must

@@ -5,6 +5,8 @@ without their rules, broadcast cotangents are summed back, and 2-D matmuls take 
 short vjp."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -109,6 +111,31 @@ def test_a_tracer_of_an_evaluated_array_holds_its_value_and_runs_nothing(mlx):
     for ours in (grads, g_pending):
         for g, t in zip(ours, their[1]):
             np.testing.assert_allclose(np.array(g), np.array(t), rtol=1e-5, atol=1e-6)
+
+
+def test_checkpoint_over_inputs_evaluated_on_streams_no_longer_usable(mlx):
+    """A tracer of an evaluated input stays on the input's stream; what checkpoint builds
+    from it (`depends`) goes to the current stream, not to a stream of another thread or
+    one destroyed since (found by a review)."""
+    w_np = np.array([0.5, 1.0, -2.0], np.float32)
+
+    def loss(M, w):
+        return M.checkpoint(lambda z: M.sin(z) * z)(w).sum()
+    want = np.array(mlx.grad(lambda w: loss(mlx, w))(mlx.array(w_np)))
+    w = mx.exp(mx.array(np.log(np.abs(w_np)))) * mx.array(np.sign(w_np))
+    mx.eval(w)
+    mx.clear_streams()  # w's stream is destroyed
+    np.testing.assert_allclose(np.array(mx.grad(lambda w: loss(mx, w))(w)), want, rtol=1e-6)
+    made = {}
+
+    def make():
+        made["w"] = mx.array(w_np) + 0.0
+        mx.eval(made["w"])
+    worker = threading.Thread(target=make)
+    worker.start()
+    worker.join()
+    got = mx.grad(lambda w: loss(mx, w))(made["w"])  # its stream is the other thread's
+    np.testing.assert_allclose(np.array(got), want, rtol=1e-6)
 
 
 def test_grad_of_grad_through_an_argument_not_differentiated(mlx):

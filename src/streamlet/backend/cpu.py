@@ -1,7 +1,7 @@
 """The CPU backend: kernels run on NumPy arrays in the thread that drains the stream.
 
 A backend module provides: execute(node, args), running(state, count) (the context the
-scheduler runs a batch of `count` nodes of a stream in), run_deferred(state, wait) (the
+scheduler runs the `count` nodes of a batch of a stream in), run_deferred(state, wait) (the
 scheduler's call once a batch of a stream's nodes has run: the backend's pass over the
 work its `execute` deferred, and with `wait` the wait for it), import_from(node) (an
 input that another backend produced), to_numpy(data, state), for_export(data, state),

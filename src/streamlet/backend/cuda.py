@@ -139,7 +139,11 @@ class _Current:
 
     def __enter__(self):
         self.h.device.__enter__()
-        self.h.stream.__enter__()
+        try:
+            self.h.stream.__enter__()
+        except BaseException:
+            self.h.device.__exit__(None, None, None)
+            raise
 
     def __exit__(self, *exc):
         self.h.stream.__exit__(*exc)
@@ -167,11 +171,14 @@ def current(h):
 
 
 def running(state, count):
-    """The scheduler's context around a batch of `count` nodes of a GPU stream: its device
-    and stream made current once for them all (entering and leaving them is several
-    microseconds of the host's time a node); a one-node batch enters them where it needs
-    them, as before."""
-    return _Current(state.native or handle(state)) if count > 1 else _NOTHING
+    """The scheduler's context around the nodes of a batch of `count` of a GPU stream
+    (not its flush: a flag read there must not wait for this stream): its device and
+    stream made current once for them all, entering and leaving them being several
+    microseconds of the host's time a node.  A one-node batch, or a stream's first (its
+    CUDA stream not made yet: a failure to make it fails the node), enters them where it
+    needs them."""
+    h = state.native
+    return _Current(h) if count > 1 and h is not None else _NOTHING
 
 
 _create_lock = threading.Lock()

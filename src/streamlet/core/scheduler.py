@@ -289,8 +289,8 @@ def run_batch(state, batch, blocking, wait=True) -> bool:
             nodes[i] = None  # an intermediate's buffer is freed once its last consumer has run
             if signals and i in signals:
                 state.advance(node.seq)
-        batch.pos = len(nodes)
-        state.backend.run_deferred(state, wait)
+    batch.pos = len(nodes)
+    state.backend.run_deferred(state, wait)
     return True
 
 

@@ -34,9 +34,11 @@ COPY = Primitive("copy", lambda xp, x: x, vjp=lambda c, out, x: (c,),
                  jvp=lambda t, out, x: t[0], vmap=_identity_vmap, shape=same_shape)
 def _tracer(a) -> array:
     n = a._node
-    if n.prim is None and n.data is not None and n.error is None and not keeps_graph(n):
-        # an evaluated input no walk passes through (not an outer transform's tracer): the
-        # tracer is a leaf holding its value, at its place on its stream; nothing to run
+    if n.prim is None and n.data is not None and n.error is None and not keeps_graph(n) \
+            and (n.stream is None or n.stream.backend is resolve(None).backend):
+        # an evaluated input no walk passes through (not an outer transform's tracer), on
+        # this device: the tracer is a leaf holding its value, at its place on its stream,
+        # nothing to run (a copy node brings another device's value over once)
         t = Node(n.shape, n.dtype, stream=n.stream, data=n.data)
         t.seq, t.checks = n.seq, n.checks
         t.tracer = TRACING.token()

@@ -576,6 +576,9 @@ def depends(inputs, dependencies):
     single = isinstance(inputs, b.array)
     xs = [inputs] if single else list(inputs)
     deps = [dependencies] if isinstance(dependencies, b.array) else list(dependencies)
-    out = [b.node(_DEPENDS, (x, *deps), x._shape, x._dtype, b.NO_PARAMS, x._node.stream or
-                  b.resolve(None)) for x in xs]
+    # on the stream of an x not run yet; an evaluated one may come from a stream of
+    # another thread, or one destroyed since: the current stream then
+    out = [b.node(_DEPENDS, (x, *deps), x._shape, x._dtype, b.NO_PARAMS,
+                  x._node.stream if x._node.prim is not None else b.resolve(None))
+           for x in xs]
     return out[0] if single else out
