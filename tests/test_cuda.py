@@ -1067,3 +1067,33 @@ def test_a_cuda_error_met_by_the_flush_surfaces_from_eval(monkeypatch):
     monkeypatch.undo()
     mx.synchronize(s)  # reported once: the stream goes on
     assert (x + 1).tolist() == list(range(1, 9))
+
+
+def test_tracers_of_values_of_the_gpu_are_leaves_and_of_the_cpu_copies():
+    """value_and_grad on the GPU: a parameter computed on a GPU stream is traced by a leaf
+    holding its buffer (nothing to run); one computed on a CPU stream by a copy node,
+    which brings it over once for all its readers.  Both give the CPU's gradients."""
+    rng = np.random.default_rng(3)
+    w_np, x_np = rng.standard_normal((4, 3)).astype(np.float32), \
+        rng.standard_normal((5, 4)).astype(np.float32)
+    on_gpu = mx.add(mx.array(w_np), 0.0, stream=G)
+    on_cpu = mx.add(mx.array(w_np), 0.0, stream=mx.cpu)
+    x = mx.array(x_np)
+    mx.eval(on_gpu, on_cpu, x)
+    seen = {}
+
+    def loss(w, x):
+        seen["w"] = w
+        return mx.tanh(x @ w).sum()
+    grads = []
+    with mx.stream(G):
+        for w, kind in ((on_gpu, None), (on_cpu, "copy")):
+            _, g = mx.value_and_grad(loss)(w, x)
+            n = seen["w"]._node
+            assert (n.prim.name if n.prim is not None else None) == kind
+            grads.append(np.array(g))
+    with mx.stream(mx.cpu):
+        want = np.array(mx.grad(lambda w, x: mx.tanh(x @ w).sum())(mx.array(w_np),
+                                                                   mx.array(x_np)))
+    for g in grads:
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import streamlet.core as mx
+from test_transforms_streams import _graph
 
 RNG = np.random.default_rng(7)
 
@@ -70,16 +71,7 @@ def test_a_failing_function_leaves_the_arguments_as_they_were():
 
 def _prims(*arrays):
     """The names of the primitives of the nodes not run yet behind `arrays`."""
-    names, stack, seen = set(), [a._node for a in arrays], set()
-    while stack:
-        n = stack.pop()
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        if n.prim is not None:
-            names.add(n.prim.name)
-        stack.extend(n.inputs)
-    return names
+    return {n.prim.name for a in arrays for n in _graph(a)}
 
 
 def test_a_tracer_of_an_evaluated_array_holds_its_value_and_runs_nothing(mlx):

@@ -60,6 +60,7 @@ float32 matmul uses TF32 tensor cores, as MLX's CUDA backend does by default
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import weakref
@@ -150,17 +151,7 @@ class _Current:
         self.h.device.__exit__(*exc)
 
 
-class _Nothing:
-    __slots__ = ()
-
-    def __enter__(self):
-        pass
-
-    def __exit__(self, *exc):
-        pass
-
-
-_NOTHING = _Nothing()
+_NOTHING = contextlib.nullcontext()
 _current_stream = cp.cuda.get_current_stream
 
 
