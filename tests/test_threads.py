@@ -267,11 +267,10 @@ def test_a_parked_batch_resumes_where_it_stopped_even_if_woken_at_once(monkeypat
     wake-up start another worker on the batch, before the parking worker returns: the
     position to resume from must be stored first, or the batch reruns nodes it ran
     (seen once in 32 000 evals of the soak: "'NoneType' object has no attribute 'inputs'")."""
-    from streamlet.backend import cpu
     from streamlet.core import scheduler
 
     ran, resumed_at = [], []
-    parking = types.SimpleNamespace(backend=cpu)  # the consumer's stream
+    parking = types.SimpleNamespace(backend=types.SimpleNamespace(running=None))  # consumer's
 
     class Finishing:  # a producer's stream whose node finishes as it is waited for
         def when_done(self, seq, resume):
@@ -288,11 +287,12 @@ def test_a_parked_batch_resumes_where_it_stopped_even_if_woken_at_once(monkeypat
     assert len(ran) == 1 and resumed_at == [1]
 
 
-def test_a_batch_runs_its_nodes_in_the_backends_context_and_its_flush_after(monkeypatch):
-    """The scheduler runs a batch's nodes inside `backend.running` (the GPU makes its
-    stream current there once) and the backend's pass over the batch after leaving it (a
-    GPU flush reading index flags there must not wait for the stream)."""
-    from streamlet.backend import cpu
+def test_a_gpu_batch_runs_its_nodes_in_the_backends_context_and_its_flush_after(monkeypatch):
+    """The scheduler runs a GPU stream's batch's nodes inside `backend.running` (the GPU
+    makes its stream current there once) and the backend's pass over the batch after
+    leaving it (a flush reading index flags there must not wait for the stream); a
+    backend without one (the CPU's: None) has no context."""
+    from streamlet.core import scheduler
 
     depth, counts, ran, flushed = [], [], [], []
 
@@ -306,17 +306,21 @@ def test_a_batch_runs_its_nodes_in_the_backends_context_and_its_flush_after(monk
     def running(state, count):
         counts.append(count)
         return Context()
-    real = cpu.execute
-    monkeypatch.setattr(cpu, "running", running)
-    monkeypatch.setattr(cpu, "execute", lambda node, args: (ran.append(len(depth)),
-                                                            real(node, args))[1])
-    monkeypatch.setattr(cpu, "run_deferred", lambda state, wait=True:
-                        flushed.append(len(depth)))
-    x = mx.array([1.0, 2.0])
-    y = mx.exp(x + 1) * 2
-    mx.eval(y)
+    backend = types.SimpleNamespace(running=running, run_deferred=lambda state, wait=True:
+                                    flushed.append(len(depth)))
+
+    class Node:
+        seq = 1
+    monkeypatch.setattr(scheduler, "run_node", lambda node, state: ran.append(len(depth)))
+    gpu = types.SimpleNamespace(backend=backend)
+    batch = scheduler.Batch([Node(), Node(), Node()], {}, None, 3)
+    assert scheduler.run_batch(gpu, batch, blocking=True) is True
     assert counts == [3] and ran == [1, 1, 1] and flushed == [0] and not depth
-    assert y.tolist() == pytest.approx((np.exp([2.0, 3.0]) * 2).tolist())
+    assert batch.pos == 3
+    cpu = types.SimpleNamespace(backend=types.SimpleNamespace(
+        running=None, run_deferred=backend.run_deferred))
+    assert scheduler.run_batch(cpu, scheduler.Batch([Node()], {}, None, 1), True) is True
+    assert counts == [3] and ran == [1, 1, 1, 0] and flushed == [0, 0]
 
 
 def test_a_batch_queued_on_a_busy_stream_waits_for_producers_queued_after_it():

@@ -1,15 +1,13 @@
 """The CPU backend: kernels run on NumPy arrays in the thread that drains the stream.
 
-A backend module provides: execute(node, args), running(state, count) (the context the
-scheduler runs the `count` nodes of a batch of a stream in), run_deferred(state, wait) (the
+A backend module provides: execute(node, args), run_deferred(state, wait) (the
 scheduler's call once a batch of a stream's nodes has run: the backend's pass over the
 work its `execute` deferred, and with `wait` the wait for it), import_from(node) (an
 input that another backend produced), to_numpy(data, state), for_export(data, state),
-settle(node) and synchronize(state).
+settle(node), synchronize(state), and running(state, count): None, or the context the
+scheduler runs the `count` nodes of a batch of a stream in (a GPU's current stream).
 """
 from __future__ import annotations
-
-import contextlib
 
 import numpy as np
 
@@ -32,12 +30,7 @@ def execute(node, args):
     return out if type(out) is np.ndarray else np.asarray(out)
 
 
-_NOTHING = contextlib.nullcontext()
-
-
-def running(state, count):
-    """Nothing to set up around a batch: NumPy has no current stream."""
-    return _NOTHING
+running = None  # nothing to set up around a batch: NumPy has no current stream
 
 
 def run_deferred(state, wait=True):

@@ -266,31 +266,43 @@ def run_batch(state, batch, blocking, wait=True) -> bool:
     """Run a batch from where it stopped, then the backend's pass over what it deferred
     (`run_deferred`: the GPU's fused kernels, and unless not `wait`, the wait for the
     device); False if it parked waiting for another stream."""
-    nodes, waits, signals = batch.nodes, batch.waits, batch.signals
-    with state.backend.running(state, len(nodes) - batch.pos):
-        for i in range(batch.pos, len(nodes)):
-            if batch.cancel is not None:  # the eval's thread was interrupted
-                cancel_nodes(nodes, i, batch.cancel)
-                break
-            if waits and i in waits:
-                t = TIMELINE.on and TIMELINE.wait_begin(nodes[i])
-                batch.pos = i  # before a wake-up is registered: it can resume the batch at once
-                for producer in waits[i]:
-                    pstate = producer.stream
-                    if blocking:
-                        pstate.wait(producer.seq)
-                    elif pstate.when_done(producer.seq, state):
-                        return False
-                if t:
-                    TIMELINE.wait_end(nodes[i], t)
-                del waits[i]  # and with it this batch's hold on the producers' buffers
-            node = nodes[i]
-            run_node(node, state)
-            nodes[i] = None  # an intermediate's buffer is freed once its last consumer has run
-            if signals and i in signals:
-                state.advance(node.seq)
-    batch.pos = len(nodes)
+    running = state.backend.running  # a GPU's: its stream made current for the nodes
+    if running is not None:
+        with running(state, len(batch.nodes) - batch.pos):
+            ran = _run_nodes(state, batch, blocking)
+    else:
+        ran = _run_nodes(state, batch, blocking)
+    if not ran:
+        return False
+    batch.pos = len(batch.nodes)
     state.backend.run_deferred(state, wait)
+    return True
+
+
+def _run_nodes(state, batch, blocking) -> bool:
+    """`run_batch`'s run of the nodes; False if it parked."""
+    nodes, waits, signals = batch.nodes, batch.waits, batch.signals
+    for i in range(batch.pos, len(nodes)):
+        if batch.cancel is not None:  # the eval's thread was interrupted
+            cancel_nodes(nodes, i, batch.cancel)
+            break
+        if waits and i in waits:
+            t = TIMELINE.on and TIMELINE.wait_begin(nodes[i])
+            batch.pos = i  # before a wake-up is registered: it can resume the batch at once
+            for producer in waits[i]:
+                pstate = producer.stream
+                if blocking:
+                    pstate.wait(producer.seq)
+                elif pstate.when_done(producer.seq, state):
+                    return False
+            if t:
+                TIMELINE.wait_end(nodes[i], t)
+            del waits[i]  # and with it this batch's hold on the producers' buffers
+        node = nodes[i]
+        run_node(node, state)
+        nodes[i] = None  # an intermediate's buffer is freed once its last consumer has run
+        if signals and i in signals:
+            state.advance(node.seq)
     return True
 
 
