@@ -127,11 +127,15 @@ def _folded_cotangents(c, x, y, tb, st):
         return bl.node_of(_MATMUL, (c, y), x.shape, d, params, st)
 
     def dy():
-        rows = math.prod(x.shape[:-1])
-        a = _sh.reshape(bl.wrap(x), (rows, x.shape[-1]))._node
-        g = _product(a, _sh.reshape(bl.wrap(c), (rows, c.shape[-1]))._node, st, True, False)
+        g = _product(_rows(bl.wrap(x))._node, _rows(bl.wrap(c))._node, st, True, False)
         return _transposed(g, st) if tb else g
     return dx, dy
+
+
+def _rows(a):
+    """The stack of matrices `a` as one matrix, its batch folded into the rows (their
+    count written out: -1 can't be inferred for an empty row)."""
+    return _sh.reshape(a, (math.prod(a._shape[:-1]), a._shape[-1]))
 
 
 def _matmul_cotangents(n, c, wanted, cot, accumulate):
@@ -177,9 +181,7 @@ def _general_cotangents(c, x, y):
     def dy():
         if x.ndim > 2 and y.ndim <= 2 and not SHAPELESS.on:
             # MLX folds the batch into the rows (one product, one rounding for half types)
-            rows = math.prod(xm._shape[:-1])  # (-1 can't be inferred for an empty row)
-            g = matmul(_adjoint(_sh.reshape(xm, (rows, xm._shape[-1]))),
-                       _sh.reshape(cm, (rows, cm._shape[-1])))
+            g = matmul(_adjoint(_rows(xm)), _rows(cm))
         else:
             g = matmul(_adjoint(xm), cm)
         return squeeze(g, -1) if y.ndim == 1 else g
