@@ -207,7 +207,7 @@ _RESHAPE = b.make("reshape", lambda xp, a, shape: a.reshape(shape), shape=_resha
 _TRANSPOSE = b.make("transpose", lambda xp, a, axes: a.transpose(axes),
                     moves=True,
                     shape=_transpose_shape,
-                    vjp=lambda c, out, x, axes: (transpose(c, tuple(np.argsort(axes))),),
+                    vjp=lambda c, out, x, axes: (_permuted(c, _inverse(axes), None),),
                     jvp=lambda t, out, x, axes: transpose(t[0], axes),
                     vmap=lambda ax, out, x, axes: _transpose_vmap(ax, out, x, axes))
 # the transform sums a cotangent over the broadcast axes (transforms.fit)
@@ -311,6 +311,14 @@ def transpose(a, /, axes=None, *, stream=None):
         if len(set(axes)) != len(axes):
             raise ValueError(f"[transpose] Repeated axes in {axes}.")
     return _permuted(a, axes, stream)
+
+
+def _inverse(axes):
+    """The permutation that undoes `axes`."""
+    inv = [0] * len(axes)
+    for i, a in enumerate(axes):
+        inv[a] = i
+    return tuple(inv)
 
 
 def _permuted(a, axes, stream):
