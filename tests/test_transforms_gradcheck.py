@@ -374,6 +374,11 @@ CASES = [
          (8,), low=True),
     Case("layer_norm_plain", lambda x: mx.fast.layer_norm(x, None, None, 1e-5), (3, 8),
          low=True),
+    # the normalizations' cotangent for x is one node (norm_dx) whose rules trace its ops
+    Case("rms_norm_dx", lambda x, w, c: mx.vjp(lambda a: mx.fast.rms_norm(a, w, 1e-5), [x],
+                                               [c])[1][0], (3, 8), (8,), (3, 8), low=True),
+    Case("layer_norm_dx", lambda x, c: mx.vjp(lambda a: mx.fast.layer_norm(a, None, None, 1e-5),
+                                              [x], [c])[1][0], (3, 8), (3, 8), low=True),
     Case("rope", lambda x: mx.fast.rope(x, 4, traditional=False, base=10000.0, scale=1.0,
                                         offset=2), (1, 3, 6), low=True),
     Case("rope_traditional", lambda x: mx.fast.rope(x, 6, traditional=True, base=100.0,

@@ -125,23 +125,52 @@ def _normalized(x, eps, centered, st):
     return xf, multiply(xf, n, stream=st), n
 
 
+def _norm_dx(xp, x, c, *w, eps, centered):
+    """The kernel of a normalization's cotangent for x, given the output's `c` (and the
+    weight, if any): `_norm_dx_ops`'s steps on buffers, in float32."""
+    xf = x.astype(_F32)
+    if centered:
+        xf = xf - _mean_last(xp, xf)
+    n = _F32(1) / xp.sqrt(_mean_last(xp, xf * xf) + _F32(eps))
+    y0 = xf * n
+    g = (c * w[0] if w else c).astype(_F32, copy=False)
+    dx = g - y0 * _mean_last(xp, g * y0)
+    if centered:
+        dx = dx - _mean_last(xp, g)
+    return (n * dx).astype(x.dtype, copy=False)
+
+
+def _norm_dx_ops(x, c, *w, eps, centered):
+    """The cotangent for x of `x * n` (n = rsqrt(mean(x^2) + eps), x centered first for
+    layer_norm): n g - x n^3 mean(g x), less mean(g) when centered, g = c * weight; the
+    rules of `_NORM_DX` trace it (a gradient of a gradient, a vmap of one)."""
+    from .ops import astype, mean, multiply, subtract
+    _, y0, n = _normalized(x, eps, centered, None)
+    g = astype(multiply(c, w[0]) if w else c, dt.float32)
+    dx = subtract(g, multiply(y0, mean(multiply(g, y0), -1, keepdims=True)))
+    if centered:
+        dx = subtract(dx, mean(g, -1, keepdims=True))
+    return astype(multiply(n, dx), x._dtype)
+
+
+# the cotangent for x of rms_norm and layer_norm: one node (x, the output's cotangent, the
+# weight if any) instead of the dozen of `_norm_dx_ops`
+_NORM_DX = b.make("norm_dx", _norm_dx, shape=rules.broadcast_shape, **rules.via(_norm_dx_ops))
+
+
 def _norm_vjp(centered):
     def vjp(c, out, x, *rest, eps, has, dtype):
-        from .ops import astype, mean, multiply, subtract
+        from .ops import multiply
         st = _stream_of(out)
         _, w, bias = _inputs((x, *rest), has)
-        xf, y0, n = _normalized(x, eps, centered, st)
-        g = astype(multiply(c, w, stream=st) if w is not None else c, dt.float32, stream=st)
-        # d/dx of x * n (n = rsqrt(mean(x^2) + eps)): n g - x n^3 mean(g x); centered, the
-        # mean of g comes off too
-        inner = mean(multiply(g, y0, stream=st), -1, keepdims=True, stream=st)
-        dx = subtract(g, multiply(y0, inner, stream=st), stream=st)
-        if centered:
-            dx = subtract(dx, mean(g, -1, keepdims=True, stream=st), stream=st)
-        grads = [astype(multiply(n, dx, stream=st), x._dtype, stream=st)]
-        # the weight's and bias's cotangents are summed over x's rows by the transform
-        if w is not None:
-            grads.append(lambda: multiply(c, astype(y0, out._dtype, stream=st), stream=st))
+        grads = [lambda: b.node(_NORM_DX, (x, c) if w is None else (x, c, w), x._shape,
+                                x._dtype, {"eps": eps, "centered": centered}, b.resolve(st))]
+        if w is not None:  # summed over x's rows by the transform: c times x normalized
+            # in the output's dtype, the normalization's node without weight or bias
+            grads.append(lambda: multiply(c, b.node(
+                out._node.prim, (x,), x._shape, out._dtype,
+                {"eps": eps, "has": (False,) * len(has), "dtype": out._dtype.np},
+                b.resolve(st)), stream=st))
         if bias is not None:
             grads.append(c)
         return grads
