@@ -487,6 +487,23 @@ def test_rope_gradient_on_the_gpu_is_the_cpus():
     _close_to_cpu(*gpu_and_cpu(f, x), "float32")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
+def test_normalization_gradients_on_the_gpu_are_the_cpus(dtype, norm):
+    """The cotangents of x (one `norm_dx` node: CuPy on the GPU, bfloat16 through float32)
+    and of the weight."""
+    x, w, c = (sample(s, np.float32) for s in ((3, 5, 64), (64,), (3, 5, 64)))
+
+    def f(x, w, c):
+        d = getattr(mx, dtype)
+        x, w, c = x.astype(d), w.astype(d), c.astype(d)
+        fn = (lambda a, v: mx.fast.rms_norm(a, v, 1e-5)) if norm == "rms_norm" else \
+            (lambda a, v: mx.fast.layer_norm(a, v, None, 1e-5))
+        gx, gw = mx.vjp(fn, [x, w], [c])[1]
+        return mx.concatenate([gx.reshape(-1), gw])
+    _close_to_cpu(*gpu_and_cpu(f, x, w, c), "float32" if dtype == "float32" else "bfloat16")
+
+
 def test_bfloat16_gives_the_cpu_bits():
     x, y = sample((40,), np.float32), sample((40,), np.float32)
 
