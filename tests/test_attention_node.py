@@ -101,6 +101,33 @@ def test_its_transforms_are_the_composites(c):
 
 @settings(max_examples=40, deadline=None)
 @given(attention_case())
+def test_its_vjp_is_one_node_giving_the_composites_cotangents_bit_for_bit(c):
+    """Every dtype, an additive mask's cotangent too; inside another transform (a
+    gradient of a gradient) the rule traces the composite instead (the test below)."""
+    with mx.stream(mx.cpu):
+        q, k, v, m = _inputs(c, mx.cpu)
+        m = mx.broadcast_to(m, q.shape[:-1] + (k.shape[-2],)) if isinstance(m, mx.array) \
+            else m
+        additive = isinstance(m, mx.array) and m.dtype != mx.bool_
+        primals = [q, k, v] + ([m] if additive else [])
+
+        def fused(q, k, v, *a):
+            return mx.fast.scaled_dot_product_attention(q, k, v, scale=0.375,
+                                                         mask=a[0] if a else m)
+
+        def comp(q, k, v, *a):
+            return _composite(q, k, v, a[0] if a else m, 0.375)
+        cot = mx.cos(fused(*primals))
+        got, want = mx.vjp(fused, primals, [cot])[1], mx.vjp(comp, primals, [cot])[1]
+        if 0 not in q.shape + k.shape + v.shape:
+            assert got[0]._node.inputs[0].prim.name == SDPA + "_vjp"
+        for a, b_ in zip(got, want):
+            assert a.dtype == b_.dtype and a.shape == b_.shape
+            np.testing.assert_array_equal(_bits(a), _bits(b_))
+
+
+@settings(max_examples=40, deadline=None)
+@given(attention_case())
 def test_stacking_the_query_heads_of_a_key_head_changes_no_value(c):
     """The GPU's form (`merge`: one product per key head), run on NumPy buffers."""
     q, k, v, m = (None if t is None or isinstance(t, str) else
@@ -177,6 +204,28 @@ def test_the_gpu_node_matches_the_cpu(c):
     assert got.dtype == want.dtype and got.shape == want.shape
     tol = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 8e-2}[c["dtype"]]
     np.testing.assert_allclose(_bits(got), _bits(want), rtol=tol, atol=tol)
+
+
+@requires_gpu
+@settings(max_examples=30, deadline=None)
+@given(attention_case())
+def test_its_vjp_on_the_gpu_matches_the_cpu(c):
+    """The cotangents' node on a GPU (CuPy, bfloat16 through float32): the CPU's within
+    the rounding of its dtype's intermediate steps."""
+    q, k, v, m = _inputs(c, mx.cpu)
+    cot = mx.array(np.random.default_rng(c["seed"] + 1).standard_normal(
+        q.shape[:-1] + v.shape[-1:]).astype(np.float32)).astype(q.dtype, stream=mx.cpu)
+
+    def grads(device):
+        with mx.stream(device):
+            return mx.vjp(lambda q, k, v: mx.fast.scaled_dot_product_attention(
+                q, k, v, scale=0.375, mask=m), [q, k, v], [cot])[1]
+    tol = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 8e-2}[c["dtype"]]
+    for got, want in zip(grads(mx.gpu), grads(mx.cpu)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        want = _bits(want)
+        np.testing.assert_allclose(_bits(got), want, rtol=tol,
+                                   atol=tol * max(1.0, float(np.abs(want).max(initial=0))))
 
 
 @requires_gpu

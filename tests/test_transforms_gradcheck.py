@@ -632,6 +632,8 @@ NOT_DIFFERENTIABLE = {
     "identity": "array.py's placeholder, never in a traced graph",
     "compiled": "fused runs; compile replays single ops under a transform",
     "compiled_graph": "a compiled program on the GPU; replayed step by step under a transform",
+    "scaled_dot_product_attention_vjp": "built only where no other transform runs; "
+                                        "inside one, attention's vjp traces its composite",
 }
 
 # Primitives with a vjp that these cases do not reach, and where they are checked.

@@ -29,6 +29,7 @@ from .. import _public
 from .ops import build as b
 from .ops import rules
 from .array import const
+from .graph import TRACING
 from .ops.build import dt
 
 _F32 = np.float32
@@ -744,10 +745,72 @@ def _sdpa_shape(params, qs, ks, vs, *ms):
     return qs[:-1] + vs[-1:], params
 
 
-# one node where there are no sinks; its rules trace `_attention`, as MLX's fallback
+def _sdpa_cotangents(xp, q, k, v, c, *mask, scale, causal):
+    """The kernel of `_SDPA_VJP`: the cotangents of q, k, v (and of an additive mask) that
+    the vjp of `_attention` computes from the output's `c`, step for step on buffers (the
+    scores and the softmax again, then their transposes; a key head's cotangents summed
+    over the query heads sharing it)."""
+    from .ops.linalg import _matmul
+    from .ops.reduction import _softmax, _total
+    d = q.dtype
+    mm = functools.partial(_matmul, xp, dtype=d)
+
+    def over_heads(a):  # a key head's cotangent: summed as the sum op does
+        return _total(xp, a, (2,), False, d)
+    n_b, n_q, l_q, dim = q.shape
+    n_kv, l_k = k.shape[1], k.shape[2]
+    group = (n_b, n_kv, n_q // n_kv)
+    sc = d.type(dt.scalar_value(scale, dt.from_numpy(d)))
+    qs = xp.multiply(sc, q).reshape(group + (l_q, dim))
+    c = c.reshape(group + (l_q, v.shape[-1]))
+    k, v = k[:, :, None], v[:, :, None]
+    scores = mm(qs, xp.swapaxes(k, -1, -2))
+    m = mask[0].reshape(scores.shape) if mask else None
+    if causal:
+        m = xp.arange(l_k - l_q, l_k)[:, None] >= xp.arange(l_k)[None, :]
+    if m is not None:
+        scores = xp.where(m, scores, d.type(dt.finfo(dt.from_numpy(d)).min)) \
+            if m.dtype == bool else xp.add(scores, m)
+    p = _softmax(xp, scores, (scores.ndim - 1,), d, True)
+    dv = over_heads(mm(xp.swapaxes(p, -1, -2), c))
+    sv = p * mm(c, xp.swapaxes(v, -1, -2))
+    ds = sv - p * _total(xp, sv, (sv.ndim - 1,), True, d)
+    if m is not None and m.dtype == bool:
+        ds = xp.where(m, ds, d.type(0))
+    dk = over_heads(xp.swapaxes(mm(xp.swapaxes(qs, -1, -2), ds), -1, -2))
+    out = [(mm(ds, k) * sc).reshape(q.shape), dk, dv]
+    if mask and mask[0].dtype != bool:
+        out.append(ds.reshape(mask[0].shape))
+    return [o.astype(d, copy=False) for o in out]
+
+
+# the cotangents of an attention node in one node (no rules: built only where no other
+# transform will walk them, `_sdpa_vjp`)
+_SDPA_VJP = b.make("scaled_dot_product_attention_vjp", _sdpa_cotangents, multi=True)
+_VIA = rules.via(_sdpa_composite)
+
+
+def _sdpa_vjp(c, out, q, k, v, *mask, scale, causal):
+    """One node for the cotangents where only this transform runs on this thread (its
+    cotangents are not differentiated or batched again) and every size is non-zero; else
+    the vjp of `_attention` traced, as MLX's fallback."""
+    d = q._dtype
+    if TRACING.nesting() > 1 or c._dtype is not d or 0 in q._shape or 0 in k._shape or \
+            0 in v._shape:
+        return _VIA["vjp"](c, out, q, k, v, *mask, scale=scale, causal=causal)
+    outs = [(x._shape, d) for x in (q, k, v)]
+    if mask and mask[0]._dtype.kind != "b":
+        outs.append((mask[0]._shape, d))
+    grads = b.multi(_SDPA_VJP, (q, k, v, c) + mask, outs, {"scale": scale, "causal": causal},
+                    b.resolve(None))
+    return tuple(grads) + (None,) * (3 + len(mask) - len(grads))
+
+
+# one node where there are no sinks; its jvp and vmap trace `_attention`, as MLX's
+# fallback, and so does its vjp inside other transforms (`_sdpa_vjp`)
 _SDPA = b.make("scaled_dot_product_attention", _sdpa_kernel,
                gpu=b.GpuKernel("streamlet.backend.cuda_fast:attention", bfloat16="native"),
-               **rules.via(_sdpa_composite), shape=_sdpa_shape)
+               **{**_VIA, "vjp": _sdpa_vjp}, shape=_sdpa_shape)
 
 
 def cross_entropy(logits, targets, *, stream=None):

@@ -220,6 +220,10 @@ class Tracing:
     def here(self) -> bool:
         return self.depth > 0 and self._here.depth > 0
 
+    def nesting(self) -> int:
+        """How many transforms the calling thread is inside."""
+        return self._here.depth
+
     def token(self):
         """The mark of the tracer nodes this thread builds now (None outside a transform)."""
         return self._here.token
