@@ -166,8 +166,13 @@ def _norm_vjp(centered):
         from .ops import multiply
         st = _stream_of(out)
         _, w, bias = _inputs((x, *rest), has)
-        grads = [lambda: b.node(_NORM_DX, (x, c) if w is None else (x, c, w), x._shape,
-                                x._dtype, {"eps": eps, "centered": centered}, b.resolve(st))]
+        on = b.resolve(st)
+        ins = (x, c) if w is None else (x, c, w)
+        # on a GPU the ops, whose elementwise steps fuse (CuPy's kernel for each step of
+        # `_norm_dx` made the Llama's training step slower there)
+        grads = [(lambda: _norm_dx_ops(*ins, eps=eps, centered=centered)) if on.gpu else
+                 (lambda: b.node(_NORM_DX, ins, x._shape, x._dtype,
+                                 {"eps": eps, "centered": centered}, on))]
         if w is not None:  # summed over x's rows by the transform: c times x normalized
             # in the output's dtype, the normalization's node without weight or bias
             grads.append(lambda: multiply(c, b.node(
@@ -794,18 +799,19 @@ _VIA = rules.via(_sdpa_composite)
 
 
 def _sdpa_vjp(c, out, q, k, v, *mask, scale, causal):
-    """One node for the cotangents where only this transform runs on this thread (its
-    cotangents are not differentiated or batched again) and every size is non-zero; else
-    the vjp of `_attention` traced, as MLX's fallback."""
+    """One node for the cotangents on a CPU stream where only this transform runs on this
+    thread (its cotangents are not differentiated or batched again) and every size is
+    non-zero; else the vjp of `_attention` traced, as MLX's fallback."""
     d = q._dtype
-    if TRACING.nesting() > 1 or c._dtype is not d or 0 in q._shape or 0 in k._shape or \
-            0 in v._shape:
+    on = b.resolve(None)
+    if on.gpu or TRACING.nesting() > 1 or c._dtype is not d or 0 in q._shape or \
+            0 in k._shape or 0 in v._shape:  # (on a GPU the traced ops are faster)
         return _VIA["vjp"](c, out, q, k, v, *mask, scale=scale, causal=causal)
     outs = [(x._shape, d) for x in (q, k, v)]
     if mask and mask[0]._dtype.kind != "b":
         outs.append((mask[0]._shape, d))
     grads = b.multi(_SDPA_VJP, (q, k, v, c) + mask, outs, {"scale": scale, "causal": causal},
-                    b.resolve(None))
+                    on)
     return tuple(grads) + (None,) * (3 + len(mask) - len(grads))
 
 
