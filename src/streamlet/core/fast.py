@@ -6,12 +6,13 @@ the output dtype before the weight; RoPE's angles in float32, the rotation in th
 input's dtype; attention's softmax in float32).
 
 - `rms_norm`, `layer_norm` and `rope` are primitives, one node each (a fused kernel),
-  with vjp, jvp and vmap rules built from ops; the normalizations' cotangent for x is
-  one node too (`norm_dx`).
+  with vjp, jvp and vmap rules built from ops; on a CPU stream the normalizations'
+  cotangent for x is one node too (`norm_dx`).
 - `scaled_dot_product_attention` is one node too (without `sinks`: then a composite),
   whose kernel takes `_attention`'s steps and whose jvp and vmap trace `_attention`, as
-  MLX differentiates its fallback; its vjp is one node giving the cotangents that
-  tracing would (bit for bit on the CPU), or, inside another transform, traces it.
+  MLX differentiates its fallback; on a CPU stream its vjp is one node giving the
+  cotangents that tracing would, bit for bit (inside another transform, and on a GPU,
+  where the traced ops fuse, it traces them).
   `cross_entropy` is a composite of ops, so its transforms come from those ops' rules.
 - `cuda_kernel` runs CUDA source through CuPy's RawKernel on GPU streams;
   `metal_kernel` raises (there is no Metal backend).
@@ -156,8 +157,8 @@ def _norm_dx_ops(x, c, *w, eps, centered):
     return astype(multiply(n, dx), x._dtype)
 
 
-# the cotangent for x of rms_norm and layer_norm: one node (x, the output's cotangent, the
-# weight if any) instead of the dozen of `_norm_dx_ops`
+# the cotangent for x of rms_norm and layer_norm on a CPU stream: one node (x, the output's
+# cotangent, the weight if any) instead of the dozen of `_norm_dx_ops`
 _NORM_DX = b.make("norm_dx", _norm_dx, shape=rules.broadcast_shape, **rules.via(_norm_dx_ops))
 
 
@@ -610,8 +611,8 @@ def scaled_dot_product_attention(q, k, v, *, scale, mask=None, sinks=None,
     head that takes softmax mass and no value.
 
     One node computing MLX's CPU composite step for step (the softmax in float32), its
-    transforms those of the composite (the vjp one node computing the composite's
-    cotangents); with `sinks`, that composite of ops.  On a GPU
+    transforms those of the composite (on a CPU stream the vjp one node computing the
+    composite's cotangents); with `sinks`, that composite of ops.  On a GPU
     the node computes in float32 and rounds once.
 
     >>> q = k = v = mx.ones((1, 1, 2, 4))
