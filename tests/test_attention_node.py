@@ -210,8 +210,8 @@ def test_the_gpu_node_matches_the_cpu(c):
 @settings(max_examples=30, deadline=None)
 @given(attention_case())
 def test_its_vjp_on_the_gpu_matches_the_cpu(c):
-    """The cotangents' node on a GPU (CuPy, bfloat16 through float32): the CPU's within
-    the rounding of its dtype's intermediate steps."""
+    """The cotangents on a GPU (the traced composite's ops there; the CPU makes one node):
+    the CPU's within the rounding of its dtype's intermediate steps."""
     q, k, v, m = _inputs(c, mx.cpu)
     cot = mx.array(np.random.default_rng(c["seed"] + 1).standard_normal(
         q.shape[:-1] + v.shape[-1:]).astype(np.float32)).astype(q.dtype, stream=mx.cpu)

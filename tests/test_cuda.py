@@ -490,8 +490,8 @@ def test_rope_gradient_on_the_gpu_is_the_cpus():
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
 def test_normalization_gradients_on_the_gpu_are_the_cpus(dtype, norm):
-    """The cotangents of x (one `norm_dx` node: CuPy on the GPU, bfloat16 through float32)
-    and of the weight."""
+    """The cotangents of x (the ops `norm_dx` stands for on the CPU) and of the weight
+    (the norm's own kernel without weight)."""
     x, w, c = (sample(s, np.float32) for s in ((3, 5, 64), (64,), (3, 5, 64)))
 
     def f(x, w, c):
