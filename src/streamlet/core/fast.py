@@ -85,17 +85,23 @@ def _mean_last(xp, v):
     return xp.mean(v, axis=-1, keepdims=True)
 
 
-def _rms_norm(xp, x, w, eps, dtype):
+def _deviation(xp, x, eps, centered):
+    """x in float32 (less its mean over the last axis if `centered`) and the inverse of
+    its root mean square there, eps added under the root."""
     x = x.astype(_F32, copy=False)
-    n = _F32(1) / xp.sqrt(_mean_last(xp, x * x) + _F32(eps))
+    if centered:
+        x = x - _mean_last(xp, x)
+    return x, _F32(1) / xp.sqrt(_mean_last(xp, x * x) + _F32(eps))
+
+
+def _rms_norm(xp, x, w, eps, dtype):
+    x, n = _deviation(xp, x, eps, False)
     y = (x * n).astype(dtype, copy=False)
     return y if w is None else y * w
 
 
 def _layer_norm(xp, x, w, bias, eps, dtype):
-    x = x.astype(_F32, copy=False)
-    xc = x - _mean_last(xp, x)
-    n = _F32(1) / xp.sqrt(_mean_last(xp, xc * xc) + _F32(eps))
+    xc, n = _deviation(xp, x, eps, True)
     y = (xc * n).astype(dtype, copy=False)
     if w is not None:
         y = y * w
@@ -132,10 +138,7 @@ def _normalized(x, eps, centered, st):
 def _norm_dx(xp, x, c, *w, eps, centered):
     """The kernel of a normalization's cotangent for x, given the output's `c` (and the
     weight, if any): `_norm_dx_ops`'s steps on buffers, in float32."""
-    xf = x.astype(_F32)
-    if centered:
-        xf = xf - _mean_last(xp, xf)
-    n = _F32(1) / xp.sqrt(_mean_last(xp, xf * xf) + _F32(eps))
+    xf, n = _deviation(xp, x, eps, centered)
     y0 = xf * n
     g = (c * w[0] if w else c).astype(_F32, copy=False)
     dx = g - y0 * _mean_last(xp, g * y0)
@@ -713,8 +716,7 @@ def _attend(xp, mm, q, k, v, mask, scale, causal, merge=False):
     n_b, n_q, l_q, dim = q.shape
     n_kv, l_k = k.shape[1], k.shape[2]
     rep = n_q // n_kv if n_kv else 1  # no heads at all: an empty result
-    # the scale in the dtype as the composite's scalar is (float16 through float32)
-    q = xp.multiply(d.type(dt.scalar_value(scale, dt.from_numpy(d))), q)
+    q = xp.multiply(_scale_of(scale, d), q)
     kt = xp.swapaxes(k, -1, -2)
     if rep == 1:
         scores = mm(q, kt)
@@ -722,18 +724,33 @@ def _attend(xp, mm, q, k, v, mask, scale, causal, merge=False):
         scores = mm(q.reshape(n_b, n_kv, rep * l_q, dim), kt).reshape(n_b, n_kv, rep, l_q, l_k)
     else:
         scores = mm(q.reshape(n_b, n_kv, rep, l_q, dim), kt[:, :, None])
-    if causal:
-        mask = xp.arange(l_k - l_q, l_k)[:, None] >= xp.arange(l_k)[None, :]
-    elif mask is not None and rep > 1:
+    if mask is not None and rep > 1:
         mask = mask.reshape(scores.shape)
-    if mask is not None:
-        scores = xp.where(mask, scores, d.type(dt.finfo(dt.from_numpy(d)).min)) \
-            if mask.dtype == bool else xp.add(scores, mask)
+    scores, _ = _masked(xp, scores, mask, causal, d)
     p = _softmax(xp, scores, (scores.ndim - 1,), d, True)
     if rep == 1:
         return mm(p, v)
     out = mm(p.reshape(n_b, n_kv, rep * l_q, l_k), v) if merge else mm(p, v[:, :, None])
     return out.reshape(n_b, n_q, l_q, v.shape[-1])
+
+
+def _scale_of(scale, d):
+    """Attention's scale in the NumPy dtype `d`, as the composite's scalar is (float16
+    through float32)."""
+    return d.type(dt.scalar_value(scale, dt.from_numpy(d)))
+
+
+def _masked(xp, scores, mask, causal, d):
+    """(`scores` with attention's mask applied, that mask or None): causal (the last
+    query row aligned with the last key), boolean (False: the dtype's lowest value) or
+    additive (`mask` of the scores' shape, or broadcasting to it); `d` the inputs' dtype."""
+    if causal:
+        l_q, l_k = scores.shape[-2:]
+        mask = xp.arange(l_k - l_q, l_k)[:, None] >= xp.arange(l_k)[None, :]
+    if mask is not None:
+        scores = xp.where(mask, scores, d.type(dt.finfo(dt.from_numpy(d)).min)) \
+            if mask.dtype == bool else xp.add(scores, mask)
+    return scores, mask
 
 
 def _sdpa_kernel(xp, q, k, v, *mask, scale, causal):
@@ -767,19 +784,14 @@ def _sdpa_cotangents(xp, q, k, v, c, *mask, scale, causal):
     def over_heads(a):  # a key head's cotangent: summed as the sum op does
         return _total(xp, a, (2,), False, d)
     n_b, n_q, l_q, dim = q.shape
-    n_kv, l_k = k.shape[1], k.shape[2]
-    group = (n_b, n_kv, n_q // n_kv)
-    sc = d.type(dt.scalar_value(scale, dt.from_numpy(d)))
+    group = (n_b, k.shape[1], n_q // k.shape[1])
+    sc = _scale_of(scale, d)
     qs = xp.multiply(sc, q).reshape(group + (l_q, dim))
     c = c.reshape(group + (l_q, v.shape[-1]))
     k, v = k[:, :, None], v[:, :, None]
     scores = mm(qs, xp.swapaxes(k, -1, -2))
-    m = mask[0].reshape(scores.shape) if mask else None
-    if causal:
-        m = xp.arange(l_k - l_q, l_k)[:, None] >= xp.arange(l_k)[None, :]
-    if m is not None:
-        scores = xp.where(m, scores, d.type(dt.finfo(dt.from_numpy(d)).min)) \
-            if m.dtype == bool else xp.add(scores, m)
+    scores, m = _masked(xp, scores, mask[0].reshape(scores.shape) if mask else None, causal,
+                        d)
     p = _softmax(xp, scores, (scores.ndim - 1,), d, True)
     dv = over_heads(mm(xp.swapaxes(p, -1, -2), c))
     sv = p * mm(c, xp.swapaxes(v, -1, -2))
