@@ -210,14 +210,19 @@ def test_the_gpu_node_matches_the_cpu(c):
 @settings(max_examples=30, deadline=None)
 @given(attention_case())
 def test_its_vjp_on_the_gpu_matches_the_cpu(c):
-    """The cotangents on a GPU (the traced composite's ops there; the CPU makes one node):
-    the CPU's within the rounding of its dtype's intermediate steps."""
+    """The cotangents on a GPU (one node there too, computing in float32; an additive
+    mask's cotangent with them): the CPU's within the rounding of its dtype's
+    intermediate steps."""
     q, k, v, m = _inputs(c, mx.cpu)
     cot = mx.array(np.random.default_rng(c["seed"] + 1).standard_normal(
         q.shape[:-1] + v.shape[-1:]).astype(np.float32)).astype(q.dtype, stream=mx.cpu)
+    additive = isinstance(m, mx.array) and m.dtype != mx.bool_
 
     def grads(device):
         with mx.stream(device):
+            if additive:
+                return mx.vjp(lambda q, k, v, m: mx.fast.scaled_dot_product_attention(
+                    q, k, v, scale=0.375, mask=m), [q, k, v, m], [cot])[1]
             return mx.vjp(lambda q, k, v: mx.fast.scaled_dot_product_attention(
                 q, k, v, scale=0.375, mask=m), [q, k, v], [cot])[1]
     tol = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 8e-2}[c["dtype"]]

@@ -489,16 +489,21 @@ def test_rope_gradient_on_the_gpu_is_the_cpus():
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
-def test_normalization_gradients_on_the_gpu_are_the_cpus(dtype, norm):
-    """The cotangents of x (the ops `norm_dx` stands for on the CPU) and of the weight
-    (the norm's own kernel without weight)."""
-    x, w, c = (sample(s, np.float32) for s in ((3, 5, 64), (64,), (3, 5, 64)))
+@pytest.mark.parametrize("d,weighted", [(64, True), (300, True), (300, False)])
+def test_normalization_gradients_on_the_gpu_are_the_cpus(dtype, norm, d, weighted):
+    """The cotangents of x (`norm_dx`: the GPU's kernel, a block per row, for float32 and
+    bfloat16; rows longer than a block; without a weight) and of the weight (the norm's
+    own kernel without weight)."""
+    x, w, c = (sample(s, np.float32) for s in ((3, 5, d), (d,), (3, 5, d)))
 
     def f(x, w, c):
-        d = getattr(mx, dtype)
-        x, w, c = x.astype(d), w.astype(d), c.astype(d)
+        dt = getattr(mx, dtype)
+        x, w, c = x.astype(dt), w.astype(dt), c.astype(dt)
+        v = w if weighted else None
         fn = (lambda a, v: mx.fast.rms_norm(a, v, 1e-5)) if norm == "rms_norm" else \
             (lambda a, v: mx.fast.layer_norm(a, v, None, 1e-5))
+        if not weighted:
+            return mx.vjp(lambda a: fn(a, None), [x], [c])[1][0]
         gx, gw = mx.vjp(fn, [x, w], [c])[1]
         return mx.concatenate([gx.reshape(-1), gw])
     _close_to_cpu(*gpu_and_cpu(f, x, w, c), "float32" if dtype == "float32" else "bfloat16")

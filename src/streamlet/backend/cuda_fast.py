@@ -1,4 +1,5 @@
-"""`mx.fast.rms_norm` and `mx.fast.rope` on the GPU: one generated kernel each.
+"""`mx.fast.rms_norm`, `mx.fast.rope`, attention and the normalizations' cotangent
+(`norm_dx`) on the GPU: one generated kernel each.
 
 Written as array code (`core.fast`), each is a dozen or more CuPy launches, and two more
 per bfloat16 input and output; a Llama block calls each twice per token.  Here each is
@@ -40,6 +41,26 @@ __device__ __forceinline__ void st(float* p, long long i, float v) { p[i] = v; }
 __device__ __forceinline__ void st(unsigned short* p, long long i, float v) {
   p[i] = bf16_bits(v);
 }
+#define NEG_INF __int_as_float(0xff800000)
+__device__ __forceinline__ float block_reduce(float v, float* red, bool is_max) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float u = __shfl_xor_sync(0xffffffffu, v, o);
+    v = is_max ? fmaxf(v, u) : v + u;
+  }
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < nw ? red[lane] : (is_max ? NEG_INF : 0.0f);
+    for (int o = 16; o > 0; o >>= 1) {
+      const float u = __shfl_xor_sync(0xffffffffu, v, o);
+      v = is_max ? fmaxf(v, u) : v + u;
+    }
+    if (lane == 0) red[32] = v;
+  }
+  __syncthreads();
+  return red[32];
+}
 """
 
 # `y` not null: the input is x + y (rounded to TX, as the fused add rounds), also stored
@@ -71,6 +92,44 @@ extern "C" __global__ void k(const TX* x, const TX* y, TX* sum, const TW* w, TO*
     float v = rnd(ld(y ? (const TX*)sum + row : xr, j) * n, (const TO*)0);
     if (has_w) v = v * ld(w, j);
     st(orow, j, v);
+  }
+}
+"""
+
+# the cotangent for x of rms_norm (layer_norm: `centered`), core.fast._norm_dx's steps: a
+# block per row, g = c * w rounded to TX, the row's sums in float32
+_NORM_DX = r"""
+extern "C" __global__ void k(const TX* x, const TX* c, const TX* w, TX* out, long long d,
+                             float eps, int has_w, int centered) {
+  __shared__ float red[33];
+  const long long row = (long long)blockIdx.x * d;
+  const TX *xr = x + row, *cr = c + row;
+  const TX* q = (const TX*)0;
+  const float n_d = (float)d;
+  float mu = 0.0f, s = 0.0f;
+  if (centered) {
+    for (long long j = threadIdx.x; j < d; j += blockDim.x) s += ld(xr, j);
+    mu = block_reduce(s, red, false) / n_d;
+    s = 0.0f;
+  }
+  for (long long j = threadIdx.x; j < d; j += blockDim.x) {
+    const float v = ld(xr, j) - mu;
+    s += v * v;
+  }
+  const float n = 1.0f / sqrtf(block_reduce(s, red, false) / n_d + eps);
+  float gy = 0.0f, gs = 0.0f;
+  for (long long j = threadIdx.x; j < d; j += blockDim.x) {
+    const float g = has_w ? rnd(ld(cr, j) * ld(w, j), q) : ld(cr, j);
+    gy += g * ((ld(xr, j) - mu) * n);
+    gs += g;
+  }
+  const float m1 = block_reduce(gy, red, false) / n_d;
+  const float m2 = centered ? block_reduce(gs, red, false) / n_d : 0.0f;
+  for (long long j = threadIdx.x; j < d; j += blockDim.x) {
+    const float g = has_w ? rnd(ld(cr, j) * ld(w, j), q) : ld(cr, j);
+    float dx = g - ((ld(xr, j) - mu) * n) * m1;
+    if (centered) dx = dx - m2;
+    st(out + row, j, n * dx);
   }
 }
 """
@@ -109,7 +168,10 @@ _C = {_F32: "float", BF16_NP: "unsigned short"}
 # tail padding to disagree about)
 _RMS_ARGS = struct.Struct("@PPPPPqfi")
 _ROPE_ARGS = struct.Struct("@PPPP10q3if")
+_NORM_DX_ARGS = struct.Struct("@PPPPqfii")
 _ATTEND_ARGS = struct.Struct("@5P6i16qfiif")
+_SOFTMAX_ROWS_ARGS = struct.Struct("@2P3i4qfiif")
+_SOFTMAX_ROWS_VJP_ARGS = struct.Struct("@4P3i4qfiif")
 
 
 def launch_source(source, types, args, grid, values, shared=0):
@@ -199,6 +261,28 @@ def _rms(xd, yd, w, eps, dtype, lz):
     return out
 
 
+def norm_dx(xp, x, c, *w, eps, centered):
+    """The GPU kernel of `fast.norm_dx` (GpuKernel mode "native"): one launch where x, c
+    and the weight are one dtype, float32 or bfloat16, the weight a vector of x's last
+    axis; else `fast._norm_dx` on CuPy's arrays."""
+    dtype = _dtype(x)
+    xd, cd = _data(x), _data(c)
+    wd = _data(w[0]) if w else None
+    if dtype not in _C or _dtype(c) != dtype or xd.shape != cd.shape or not xd.shape or \
+            (w and (_dtype(w[0]) != dtype or wd.shape != xd.shape[-1:])):
+        return _array_code(fast._norm_dx, (x, c, *w), {"eps": eps, "centered": centered},
+                           dtype)
+    xd, cd = cp.ascontiguousarray(xd), cp.ascontiguousarray(cd)
+    out = cp.empty_like(xd)
+    d = xd.shape[-1]
+    if out.size:
+        wd = cp.ascontiguousarray(wd) if w else xd
+        launch_source(_NORM_DX, (("TX", _C[dtype]),), _NORM_DX_ARGS, out.size // d,
+                      (xd.data.ptr, cd.data.ptr, wd.data.ptr, out.data.ptr, d, eps, bool(w),
+                       bool(centered)))
+    return out
+
+
 def _inverse_frequencies(half, base, freqs):
     if freqs:
         f = freqs[0]
@@ -241,27 +325,6 @@ def rope(xp, x, offset, *freqs, dims, traditional, base, scale, forward):
 
 
 _ATTEND = r"""
-#define NEG_INF __int_as_float(0xff800000)
-__device__ __forceinline__ float block_reduce(float v, float* red, bool is_max) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  for (int o = 16; o > 0; o >>= 1) {
-    const float u = __shfl_xor_sync(0xffffffffu, v, o);
-    v = is_max ? fmaxf(v, u) : v + u;
-  }
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < nw ? red[lane] : (is_max ? NEG_INF : 0.0f);
-    for (int o = 16; o > 0; o >>= 1) {
-      const float u = __shfl_xor_sync(0xffffffffu, v, o);
-      v = is_max ? fmaxf(v, u) : v + u;
-    }
-    if (lane == 0) red[32] = v;
-  }
-  __syncthreads();
-  return red[32];
-}
-
 extern "C" __global__ void k(const QT* q, const QT* kk, const QT* v, const MT* mask,
                              QT* out, int n_q, int l_q, int l_k, int D, int Dv, int rep,
                              long long q0, long long q1, long long q2, long long q3,
@@ -316,8 +379,61 @@ extern "C" __global__ void k(const QT* q, const QT* kk, const QT* v, const MT* m
   }
 }
 """
-_MASKS = {None: ("float", "(s)"), np.dtype(np.bool_): ("bool", "((m) ? (s) : (f))"),
-          _F32: ("float", "((s) + (m))")}
+# The cuBLAS path's steps between its products, on float32 scores of the query heads that
+# share a key head stacked (rows b, h, i in order): a block per row; the mask read through
+# its strides, a causal row's keys beyond its position masked as the array code does.
+_ROWS_PARAMS = """const MT* mask, int n_q, int l_q, int l_k, long long m0, long long m1,
+                  long long m2, long long m3, float scale, int causal, int has_mask,
+                  float fill) {
+  __shared__ float red[33];
+  const long long r = blockIdx.x;
+  const int i = (int)(r % l_q), h = (int)((r / l_q) % n_q);
+  const long long b = r / ((long long)l_q * n_q), at = b * m0 + h * m1 + i * m2;
+  const int last = i + l_k - l_q;  // the last key a causal row sees
+"""
+# the scores times `scale`, masked, then their softmax, in place
+_SOFTMAX_ROWS = r"""
+extern "C" __global__ void k(float* s, """ + _ROWS_PARAMS + r"""
+  float* p = s + r * l_k;
+  float m = NEG_INF;
+  for (int j = threadIdx.x; j < l_k; j += blockDim.x) {
+    float v = p[j] * scale;
+    if (causal && j > last) v = fill;
+    if (has_mask) v = MASK(v, mask[at + j * m3], fill);
+    p[j] = v;
+    m = fmaxf(m, v);
+  }
+  m = block_reduce(m, red, true);
+  float total = 0.0f;
+  for (int j = threadIdx.x; j < l_k; j += blockDim.x) {
+    const float e = expf(p[j] - m);
+    p[j] = e;
+    total += e;
+  }
+  total = block_reduce(total, red, false);
+  for (int j = threadIdx.x; j < l_k; j += blockDim.x) p[j] = p[j] / total;
+}
+"""
+# the scores' cotangent from the softmax's `p` and the probabilities' cotangent `g`
+# (replaced by it times `scale`; unscaled also to `dm` if not null: an additive mask's)
+_SOFTMAX_ROWS_VJP = r"""
+extern "C" __global__ void k(const float* p, float* g, float* dm, """ + _ROWS_PARAMS + r"""
+  const float* pr = p + r * l_k;
+  float* gr = g + r * l_k;
+  float t = 0.0f;
+  for (int j = threadIdx.x; j < l_k; j += blockDim.x) t += pr[j] * gr[j];
+  t = block_reduce(t, red, false);
+  for (int j = threadIdx.x; j < l_k; j += blockDim.x) {
+    float ds = pr[j] * gr[j] - pr[j] * t;
+    if ((causal && j > last) || (has_mask && !KEEP(mask[at + j * m3]))) ds = 0.0f;
+    if (dm) dm[r * l_k + j] = ds;
+    gr[j] = ds * scale;
+  }
+}
+"""
+_MASKS = {None: ("float", "(s)", "true"),
+          np.dtype(np.bool_): ("bool", "((m) ? (s) : (f))", "(m)"),
+          _F32: ("float", "((s) + (m))", "true")}
 _FLOAT32_MIN = float(np.finfo(np.float32).min)  # a masked-out score, as the array code
 _SHARED = 48 * 1024  # bytes of shared memory a block may use without opting in
 _ROWS_MAX = 16  # query rows per head the one-kernel path takes (longer: cuBLAS products)
@@ -336,14 +452,11 @@ def _rows_attention(q, k, v, mask, scale, causal):
     if not (0 < l_q <= _ROWS_MAX and rows and l_k and n_kv and 0 < dv <= _BLOCK) or \
             shared > _SHARED:
         return None
-    if mask is not None and mask.dtype not in _MASKS:
-        mask = mask.astype(_F32)
-    mtype, rule = _MASKS[None if mask is None else mask.dtype]
+    mask, mask_types = _mask_types(mask)
     out = cp.empty((n_b, n_q, l_q, dv), q.dtype)
     steps = [s // q.itemsize for a in (q, k, v) for s in a.strides]
     steps += [s // mask.itemsize for s in mask.strides] if mask is not None else [0] * 4
-    types = (("QT", _C[q.dtype if q.dtype == _F32 else BF16_NP]), ("MT", mtype),
-             ("MASK(s, m, f)", rule))
+    types = (("QT", _C[q.dtype if q.dtype == _F32 else BF16_NP]), *mask_types)
     launch_source(_ATTEND, types, _ATTEND_ARGS, rows,
                   (q.data.ptr, k.data.ptr, v.data.ptr,
                    (mask if mask is not None else q).data.ptr, out.data.ptr, n_q, l_q, l_k,
@@ -352,29 +465,102 @@ def _rows_attention(q, k, v, mask, scale, causal):
     return out
 
 
+def _mask_types(mask):
+    """The mask (float32 if additive) and the kernels' macros for it."""
+    if mask is not None and mask.dtype not in _MASKS:
+        mask = mask.astype(_F32)
+    mtype, rule, keep = _MASKS[None if mask is None else mask.dtype]
+    return mask, (("MT", mtype), ("MASK(s, m, f)", rule), ("KEEP(m)", keep))
+
+
+def _float32_inputs(*arrays):
+    """bfloat16 (its bits), float16 or float32 operands as float32 arrays."""
+    arrays, _ = _bf16_inputs(list(arrays), {})
+    return [a.astype(_F32, copy=False) for a in arrays]
+
+
+def _stacked(a, n_kv):
+    """(batch, query heads, rows, d) as (batch, key heads, rows of the heads sharing it, d)."""
+    n_b, n_q, l, d = a.shape
+    return a.reshape(n_b, n_kv, n_q // n_kv * l, d)
+
+
+def _row_steps(source, args, q_shape, l_k, mask, pointers, scale, causal):
+    """Launch a row kernel (its `pointers` first) over the stacked scores of queries of
+    `q_shape` and `l_k` keys."""
+    n_b, n_q, l_q, _ = q_shape
+    mask, types = _mask_types(mask)
+    strides = [s // mask.itemsize for s in mask.strides] if mask is not None else [0] * 4
+    launch_source(source, types, args, n_b * n_q * l_q,
+                  (*pointers, pointers[0] if mask is None else mask.data.ptr, n_q, l_q, l_k,
+                   *strides, scale, bool(causal), mask is not None, _FLOAT32_MIN))
+
+
+def _probabilities(q, k, mask, scale, causal):
+    """The stacked float32 queries and their softmax of masked scores (cuBLAS, then a
+    row kernel)."""
+    qm = _stacked(q, k.shape[1])
+    p = cp.ascontiguousarray(matmul(cp, qm, cp.swapaxes(k, -1, -2), _F32))
+    _row_steps(_SOFTMAX_ROWS, _SOFTMAX_ROWS_ARGS, q.shape, k.shape[2], mask,
+               (p.data.ptr,), scale, causal)
+    return qm, p
+
+
+def _with_mask(mask):
+    mask = mask[0] if mask else None
+    return _bf16_inputs([mask], {})[0][0] if type(mask) is BF16 else mask
+
+
 def attention(xp, q, k, v, *mask, scale, causal):
     """The GPU kernel of `fast.scaled_dot_product_attention` (GpuKernel mode "native"),
     computing half precision in float32 and rounding once at the end: a decode step's
-    few query rows of float32 or bfloat16 in one kernel (`_rows_attention`), else the
-    node's steps with cuBLAS products, the rows of the query heads that share a key
-    head in one product (no copy of the keys per query head)."""
+    few query rows of float32 or bfloat16 in one kernel (`_rows_attention`), else cuBLAS
+    products around a row kernel (the mask and the softmax), the rows of the query heads
+    that share a key head in one product (no copy of the keys per query head)."""
     out = _dtype(q)
-    mask = mask[0] if mask else None
-    if type(mask) is BF16:  # an additive mask, exactly
-        mask = _bf16_inputs([mask], {})[0][0]
+    mask = _with_mask(mask)  # an additive bfloat16 mask exactly, in float32
     if out in _C:
         rows = _rows_attention(_data(q), _data(k), _data(v), mask, scale, causal)
         if rows is not None:
             return rows
-    (q, k, v), _ = _bf16_inputs([q, k, v], {})
-    work = _F32 if q.dtype.itemsize < 4 else q.dtype
-    q, k, v = (t.astype(work, copy=False) for t in (q, k, v))
-    if work == _F32 and out not in _C:  # float16, in float32
+    q, k, v = _float32_inputs(q, k, v)
+    if out not in _C:  # float16, in float32
         rows = _rows_attention(q, k, v, mask, scale, causal)
         if rows is not None:
             return _rounded(rows, out)
-    mm = functools.partial(matmul, cp, dtype=work)
-    return _rounded(fast._attend(cp, mm, q, k, v, mask, scale, causal, merge=True), out)
+    if not (q.size and k.size and v.size):
+        mm = functools.partial(matmul, cp, dtype=_F32)
+        return _rounded(fast._attend(cp, mm, q, k, v, mask, scale, causal, merge=True), out)
+    _, p = _probabilities(q, k, mask, scale, causal)
+    return _rounded(matmul(cp, p, v, _F32).reshape(q.shape[:-1] + v.shape[-1:]), out)
+
+
+def attention_vjp(xp, q, k, v, c, *mask, scale, causal, outs):
+    """The GPU kernel of `fast.scaled_dot_product_attention_vjp` (GpuKernel mode "native",
+    every size non-zero): the cotangents of q, k, v (and of an additive mask) in float32,
+    rounded once: the probabilities again (`_probabilities`), then cuBLAS products around
+    a row kernel, a key head's cotangents summed over its query heads by the products of
+    the stacked rows."""
+    d = _dtype(q)
+    mask = _with_mask(mask)
+    q, k, v, c = _float32_inputs(q, k, v, c)
+    n_kv, l_k = k.shape[1], k.shape[2]
+    qm, p = _probabilities(q, k, mask, scale, causal)
+    cm = _stacked(c, n_kv)
+    dv = matmul(cp, cp.swapaxes(p, -1, -2), cm, _F32)
+    g = cp.ascontiguousarray(matmul(cp, cm, cp.swapaxes(v, -1, -2), _F32))
+    additive = mask is not None and mask.dtype != np.bool_
+    dm = cp.empty(g.shape, _F32) if additive else None
+    _row_steps(_SOFTMAX_ROWS_VJP, _SOFTMAX_ROWS_VJP_ARGS, q.shape, l_k, mask,
+               (p.data.ptr, g.data.ptr, 0 if dm is None else dm.data.ptr), scale, causal)
+    grads = [matmul(cp, g, k, _F32).reshape(q.shape),
+             matmul(cp, cp.swapaxes(g, -1, -2), qm, _F32), dv]
+    if dm is not None:
+        grads.append(dm.reshape(q.shape[:-1] + (l_k,)))
+    box = np.empty((), dtype=object)
+    box[()] = tuple(BF16(_to_bf16(a)) if d == BF16_NP else a.astype(d, copy=False)
+                    for a in grads)
+    return box
 
 
 def _rounded(x, dtype):

@@ -6,13 +6,13 @@ the output dtype before the weight; RoPE's angles in float32, the rotation in th
 input's dtype; attention's softmax in float32).
 
 - `rms_norm`, `layer_norm` and `rope` are primitives, one node each (a fused kernel),
-  with vjp, jvp and vmap rules built from ops; on a CPU stream the normalizations'
-  cotangent for x is one node too (`norm_dx`).
+  with vjp, jvp and vmap rules built from ops; the normalizations' cotangent for x is one
+  node too (`norm_dx`, one kernel on a GPU).
 - `scaled_dot_product_attention` is one node too (without `sinks`: then a composite),
   whose kernel takes `_attention`'s steps and whose jvp and vmap trace `_attention`, as
-  MLX differentiates its fallback; on a CPU stream its vjp is one node giving the
-  cotangents that tracing would, bit for bit (inside another transform, and on a GPU,
-  where the traced ops fuse, it traces them).
+  MLX differentiates its fallback; its vjp is one node too, giving on the CPU the
+  cotangents that tracing would, bit for bit, and on a GPU the same in float32 (inside
+  another transform it traces them).
   `cross_entropy` is a composite of ops, so its transforms come from those ops' rules.
 - `cuda_kernel` runs CUDA source through CuPy's RawKernel on GPU streams;
   `metal_kernel` raises (there is no Metal backend).
@@ -160,9 +160,11 @@ def _norm_dx_ops(x, c, *w, eps, centered):
     return astype(multiply(n, dx), x._dtype)
 
 
-# the cotangent for x of rms_norm and layer_norm on a CPU stream: one node (x, the output's
-# cotangent, the weight if any) instead of the dozen of `_norm_dx_ops`
-_NORM_DX = b.make("norm_dx", _norm_dx, shape=rules.broadcast_shape, **rules.via(_norm_dx_ops))
+# the cotangent for x of rms_norm and layer_norm: one node (x, the output's cotangent, the
+# weight if any) instead of the dozen of `_norm_dx_ops`
+_NORM_DX = b.make("norm_dx", _norm_dx, shape=rules.broadcast_shape,
+                  gpu=b.GpuKernel("streamlet.backend.cuda_fast:norm_dx", bfloat16="native"),
+                  **rules.via(_norm_dx_ops))
 
 
 def _norm_vjp(centered):
@@ -170,13 +172,9 @@ def _norm_vjp(centered):
         from .ops import multiply
         st = _stream_of(out)
         _, w, bias = _inputs((x, *rest), has)
-        on = b.resolve(st)
         ins = (x, c) if w is None else (x, c, w)
-        # on a GPU the ops, whose elementwise steps fuse (CuPy's kernel for each step of
-        # `_norm_dx` made the Llama's training step slower there)
-        grads = [(lambda: _norm_dx_ops(*ins, eps=eps, centered=centered)) if on.gpu else
-                 (lambda: b.node(_NORM_DX, ins, x._shape, x._dtype,
-                                 {"eps": eps, "centered": centered}, on))]
+        grads = [lambda: b.node(_NORM_DX, ins, x._shape, x._dtype,
+                                {"eps": eps, "centered": centered}, b.resolve(st))]
         if w is not None:  # summed over x's rows by the transform: c times x normalized
             # in the output's dtype, the normalization's node without weight or bias
             grads.append(lambda: multiply(c, b.node(
@@ -614,9 +612,9 @@ def scaled_dot_product_attention(q, k, v, *, scale, mask=None, sinks=None,
     head that takes softmax mass and no value.
 
     One node computing MLX's CPU composite step for step (the softmax in float32), its
-    transforms those of the composite (on a CPU stream the vjp one node computing the
-    composite's cotangents); with `sinks`, that composite of ops.  On a GPU
-    the node computes in float32 and rounds once.
+    transforms those of the composite (the vjp one node computing the composite's
+    cotangents); with `sinks`, that composite of ops.  On a GPU the node and its vjp's
+    node compute in float32 and round once.
 
     >>> q = k = v = mx.ones((1, 1, 2, 4))
     >>> mx.fast.scaled_dot_product_attention(q, k, v, scale=0.5, mask="causal").tolist()
@@ -807,19 +805,21 @@ def _sdpa_cotangents(xp, q, k, v, c, *mask, scale, causal):
 
 # the cotangents of an attention node in one node (no rules: built only where no other
 # transform will walk them, `_sdpa_vjp`)
-_SDPA_VJP = b.make("scaled_dot_product_attention_vjp", _sdpa_cotangents, multi=True)
+_SDPA_VJP = b.make("scaled_dot_product_attention_vjp", _sdpa_cotangents, multi=True,
+                   gpu=b.GpuKernel("streamlet.backend.cuda_fast:attention_vjp",
+                                   bfloat16="native"))
 _VIA = rules.via(_sdpa_composite)
 
 
 def _sdpa_vjp(c, out, q, k, v, *mask, scale, causal):
-    """One node for the cotangents on a CPU stream where only this transform runs on this
-    thread (its cotangents are not differentiated or batched again) and every size is
-    non-zero; else the vjp of `_attention` traced, as MLX's fallback."""
+    """One node for the cotangents where only this transform runs on this thread (its
+    cotangents are not differentiated or batched again) and every size is non-zero; else
+    the vjp of `_attention` traced, as MLX's fallback."""
     d = q._dtype
-    on = b.resolve(None)
-    if on.gpu or TRACING.nesting() > 1 or c._dtype is not d or 0 in q._shape or \
-            0 in k._shape or 0 in v._shape:  # (on a GPU the traced ops are faster)
+    if TRACING.nesting() > 1 or c._dtype is not d or 0 in q._shape or 0 in k._shape or \
+            0 in v._shape:
         return _VIA["vjp"](c, out, q, k, v, *mask, scale=scale, causal=causal)
+    on = b.resolve(None)
     outs = [(x._shape, d) for x in (q, k, v)]
     if mask and mask[0]._dtype.kind != "b":
         outs.append((mask[0]._shape, d))
