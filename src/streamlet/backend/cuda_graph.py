@@ -41,7 +41,7 @@ class Steps:
 _OFF = Steps("STREAMLET_CUDA_GRAPHS=0")
 
 
-def replay(xp, *args, program):
+def replay(xp, *args, program, outs):
     """The program's results on the current stream, boxed as a multi-output kernel's."""
     stream = cp.cuda.get_current_stream()
     with program.lock:

@@ -5,6 +5,7 @@ import math
 import operator
 import threading
 
+from . import auto_graph
 from .array import array, placeholder_error, raise_error
 from .graph import TRACING
 from .scheduler import POOL, Batch, cancel_nodes, drain, run_batch, run_node
@@ -258,6 +259,8 @@ def dispatch(outputs, blocking):
             if not order:
                 return
             try:
+                if not pending and not TRACING.depth:
+                    order = auto_graph.replace(order, outputs, order[0].stream)
                 per_state = _group(order)
                 if len(per_state) == 1 and blocking:
                     work = here = None

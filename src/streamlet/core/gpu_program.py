@@ -1,4 +1,4 @@
-"""A compiled function's GPU program as one node.
+"""A compiled function's GPU program as one node (also an eval's: `auto_graph`).
 
 A replay on a GPU stream builds one node for the whole traced program (its inputs: the
 call's inputs and the trace's constants) and a selection node per result, where the
@@ -13,17 +13,29 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
 from .array import wrap
 from .fusion import fuse
 from .graph import GpuKernel, Node, Primitive
 from .ops.build import SELECT
 
 
-def _gpu_only(xp, *args, **params):
-    raise RuntimeError("[compiled_graph] A whole compiled program runs on a GPU stream only.")
+def _on_host(xp, *args, program, outs):
+    """The program's results on a CPU stream: its steps' NumPy kernels in turn (the GPU's
+    backend runs them itself, `backend.cuda_graph`)."""
+    values = list(args)
+    for k, st in enumerate(program.steps):
+        out = st.prim.kernel(np, *[values[r] for r in st.refs], **(st.params or {}))
+        values.append(out if type(out) is np.ndarray else np.asarray(out))
+        for r in program.drops[k]:
+            values[r] = None
+    box = np.empty((), dtype=object)
+    box[()] = tuple([values[r] for r in program.results])
+    return box
 
 
-WHOLE = Primitive("compiled_graph", _gpu_only,
+WHOLE = Primitive("compiled_graph", _on_host,
                   GpuKernel("streamlet.backend.cuda_graph:replay", bfloat16="native",
                             host_scalars=True), multi=True)
 
@@ -61,7 +73,7 @@ class Program:
     def call(self, values, state):
         """The outputs of a call whose inputs and constants are the nodes `values`."""
         box = Node((), self.outs[0][1], WHOLE, tuple([values[i] for i in self.keep]),
-                   {"program": self}, state)
+                   {"program": self, "outs": self.outs}, state)
         made = [Node(shape, d, SELECT, (box,), {"index": i}, state)
                 for i, (shape, d) in enumerate(self.outs)]
         return [wrap(made[w] if w >= 0 else values[-1 - w]) for w in self.where]
@@ -71,10 +83,12 @@ class Program:
 
 
 def whole(steps, outputs, n_inputs, n_values, dtypes):
-    """The Program of a traced program on the GPU, or None where it can't go whole."""
+    """The Program of a traced program on the GPU (`dtypes`: of its values before the
+    steps; None: on the CPU), or None where it can't go whole."""
     if any(s.stream is not None or s.prim.bounds is not None for s in steps):
         return None
-    fused = fuse(steps, outputs, n_values, gpu_dtypes=dtypes, singles=True)
+    fused = fuse(steps, outputs, n_values) if dtypes is None else \
+        fuse(steps, outputs, n_values, gpu_dtypes=dtypes, singles=True)
     if fused is not None:
         steps, outputs = fused
     if not any(o >= n_values for o in outputs):

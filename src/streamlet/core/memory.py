@@ -111,7 +111,10 @@ def _trim(pool) -> int:
 
 
 def clear_cache() -> None:
-    """Give cached memory back (CuPy's pool); afterwards `get_cache_memory()` is 0."""
+    """Give cached memory back (CuPy's pool, and the buffers of the programs that repeated
+    evals ran as, `auto_graph`); afterwards `get_cache_memory()` is 0."""
+    from .auto_graph import forget
+    forget()
     pool = _cupy_pool()
     if pool is not None:
         pool.free_all_blocks()

@@ -22,6 +22,12 @@ class _Slot:
     def __repr__(self):
         return f"<input {self.i}>"
 
+    def __eq__(self, other):  # params compare by value (equal nodes, repeated graphs)
+        return type(other) is _Slot and other.i == self.i
+
+    def __hash__(self):
+        return hash((_Slot, self.i))
+
 
 def _gather(xp, a, *arrays, index):
     out = a[tuple(arrays[s.i] if type(s) is _Slot else s for s in index)]

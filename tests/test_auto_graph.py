@@ -1,0 +1,277 @@
+"""Repeated evals as programs (`core.auto_graph`): a GPU stream's by default; here the
+CPU's too (the same plans, run step by step on NumPy), so that each result can be
+compared bit for bit with the plain eval's."""
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import streamlet.core as mx
+from streamlet.core import auto_graph, gpu_program
+
+RNG = np.random.default_rng(11)
+
+
+@pytest.fixture
+def programs(monkeypatch):
+    """Programs on CPU streams too, for graphs of 4 nodes or more; counts program runs."""
+    monkeypatch.setattr(auto_graph, "DEVICES", {0, 1})
+    monkeypatch.setattr(auto_graph, "MIN_NODES", 4)
+    runs = []
+    real = gpu_program.WHOLE.kernel
+
+    def counted(*args, **params):
+        runs.append(params["program"])
+        return real(*args, **params)
+    monkeypatch.setattr(gpu_program.WHOLE, "kernel", counted)
+    auto_graph.forget()
+    yield runs
+    auto_graph.forget()
+
+
+def _off(monkeypatch):
+    monkeypatch.setattr(auto_graph, "ON", False)
+
+
+def mlp_step(params, x, y, lr=0.1):
+    def loss(params):
+        h = x
+        for w, b in params:
+            h = mx.maximum(h @ w + b, 0.0)
+        return mx.mean(mx.square(h - y))
+    value, grads = mx.value_and_grad(loss)(params)
+    return value, grads, [(w - lr * gw, b - lr * gb) for (w, b), (gw, gb) in zip(params, grads)]
+
+
+def _train(steps=5):
+    rng = np.random.default_rng(3)
+    params = [(mx.array(rng.standard_normal((8, 8)).astype(np.float32) * 0.3),
+               mx.array(rng.standard_normal(8).astype(np.float32))) for _ in range(3)]
+    x = mx.array(rng.standard_normal((5, 8)).astype(np.float32))
+    y = mx.array(rng.standard_normal((5, 8)).astype(np.float32))
+    values, grads = [], []
+    for _ in range(steps):
+        v, g, params = mlp_step(params, x, y)
+        mx.eval(v, params)
+        values.append(np.array(v))
+        grads.append(np.array(g[0][0]))  # held by the loop: computed by the eval too
+    return values, grads, [np.array(a) for p in params for a in p]
+
+
+def test_a_repeated_training_step_runs_as_programs_with_the_same_bits(programs, monkeypatch):
+    got = _train()
+    # the first eval is seen, each later one runs as one program (no index checks in it)
+    assert len(programs) == 4
+    assert len({id(p) for p in programs}) == 1
+    _off(monkeypatch)
+    want = _train()
+    for a, b in zip(got, want):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+
+
+def _graph(x, held=None):
+    """Eight nodes from x; `held` gets the middle one."""
+    h = mx.exp(mx.sin(x) * 2.0)
+    mid = mx.sqrt(h + 1.0)
+    if held is not None:
+        held.append(mid)
+    return mx.sum(mx.tanh(mid) - mid * 0.5, axis=0)
+
+
+def test_an_array_the_caller_holds_is_computed_by_the_program(programs):
+    for k in range(3):
+        held = []
+        x = mx.array(RNG.standard_normal((3, 4)).astype(np.float32))
+        out = _graph(x, held)
+        mx.eval(out)
+        assert held[0]._node.data is not None  # computed by this eval, not left for later
+        want = np.sqrt(np.exp(np.sin(np.array(x)) * np.float32(2)) + np.float32(1))
+        np.testing.assert_allclose(np.array(held[0]), want, rtol=1e-6)
+    assert len(programs) == 2
+
+
+def test_a_node_nobody_holds_goes_with_its_graph(programs):
+    """Left out of the program's results: nothing computes it, nothing keeps it."""
+    for k in range(3):
+        held = []
+        out = _graph(mx.array(RNG.standard_normal((3, 4)).astype(np.float32)), held)
+        ref = weakref.ref(held.pop()._node)
+        mx.eval(out)
+        if k == 2:
+            gc.collect()
+            assert ref() is None
+    assert len(programs) == 2
+
+
+def test_a_node_an_unevaluated_array_reads_is_computed_for_it(programs):
+    """An array built on an intermediate and not evaluated yet holds it: a result, so the
+    later eval of that array reads it rather than computing it again."""
+    for k in range(3):
+        xv = RNG.standard_normal((3, 4)).astype(np.float32)
+        held = []
+        out = _graph(mx.array(xv), held)
+        later = held.pop() * 3.0
+        mx.eval(out)
+        assert later._node.inputs[0].data is not None
+        m = np.sqrt(np.exp(np.sin(xv) * np.float32(2)) + np.float32(1))
+        np.testing.assert_allclose(np.array(later), m * np.float32(3), rtol=1e-6)
+    assert len(programs) == 2
+
+
+def test_params_that_differ_in_bits_make_other_graphs(programs):
+    """0.0 and -0.0 are equal but not the same fill; a program keyed by equality would
+    give one's sign for the other."""
+    signs = []
+    for fill in (0.0, 0.0, -0.0, -0.0, 0.0):
+        a = mx.full((4,), fill) * 1.0
+        b = mx.full((4,), fill) * 2.0
+        out = mx.multiply(mx.add(a, b), 1.0)
+        mx.eval(out)
+        signs.append(bool(np.signbit(np.array(out)).all()))
+    assert signs == [False, False, True, True, False]
+
+
+def test_leaves_of_other_shapes_and_dtypes_make_other_graphs(programs):
+    for shape, dtype in [((3, 4), np.float32), ((3, 4), np.float32), ((5, 4), np.float32),
+                         ((5, 4), np.float16), ((5, 4), np.float16), ((3, 4), np.float32)]:
+        xv = RNG.standard_normal(shape).astype(dtype)
+        out = _graph(mx.array(xv))
+        mx.eval(out)
+        m = np.sqrt(np.exp(np.sin(xv) * dtype(2)) + dtype(1))
+        assert out.shape == (4,) and np.array(out).dtype == dtype
+        np.testing.assert_allclose(np.array(out), (np.tanh(m) - m * dtype(0.5)).sum(0),
+                                   rtol=2e-3 if dtype == np.float16 else 1e-5)
+    assert len(programs) == 3  # the second (3, 4) float32, the second float16, the last
+
+
+def test_index_checks_run_between_programs_and_still_raise(programs):
+    table = mx.array(RNG.standard_normal((6, 4)).astype(np.float32))
+    for idx in ([1, 2, 3], [0, 5, 1], [2, 2, 4]):
+        out = _graph(_graph(table)[None] + mx.take(table, mx.array(idx), axis=0))
+        mx.eval(out)
+    assert len(programs) >= 2
+    with pytest.raises((IndexError, ValueError, RuntimeError)):
+        out = _graph(_graph(table)[None] + mx.take(table, mx.array([0, 9, 1]), axis=0))
+        mx.eval(out)
+        out.tolist()
+
+
+def test_a_program_that_fails_raises_and_later_evals_go_on(programs):
+    def run(m):
+        a = mx.array(m)
+        return mx.sum(mx.exp(mx.linalg.cholesky(a @ a.T * 1.0 + 0.0, stream=mx.cpu)) * 2.0)
+    good = np.eye(3, dtype=np.float32) * 2
+    for _ in range(3):
+        mx.eval(run(good))
+    bad = -np.ones((3, 3), dtype=np.float32)  # a @ a.T is singular: no Cholesky factor
+    out = run(bad)
+    try:
+        mx.eval(out)
+        value = float(out.item())
+        assert np.isnan(value) or value > 0  # some LAPACKs finish: then no failure to see
+    except (RuntimeError, ValueError):
+        with pytest.raises((RuntimeError, ValueError)):
+            out.item()
+    assert float(run(good).item()) == pytest.approx(float(np.sum(np.exp(np.linalg.cholesky(
+        good @ good.T))) * 2), rel=1e-6)
+
+
+def test_graphs_a_transform_traces_run_as_they_are(programs):
+    def f(x):
+        y = _graph(x)
+        mx.eval(y)  # inside the transform: its nodes keep their graph
+        return mx.sum(y * y)
+    x = mx.array(RNG.standard_normal((3, 4)).astype(np.float32))
+    grads = [np.array(mx.grad(f)(x)) for _ in range(3)]
+    for g in grads[1:]:
+        np.testing.assert_array_equal(g, grads[0])
+
+
+def test_threads_repeating_one_graph_share_its_program(programs):
+    errors = []
+
+    def work(seed):
+        try:
+            rng = np.random.default_rng(seed)
+            s = mx.new_stream(mx.cpu)
+            with mx.stream(s):
+                for _ in range(6):
+                    xv = rng.standard_normal((3, 4)).astype(np.float32)
+                    out = _graph(mx.array(xv))
+                    mx.eval(out)
+                    m = np.sqrt(np.exp(np.sin(xv) * np.float32(2)) + np.float32(1))
+                    np.testing.assert_allclose(np.array(out), (np.tanh(m) - m * 0.5).sum(0),
+                                               rtol=1e-5)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len({id(p) for p in programs}) == 1 and len(programs) >= 4 * 5 - 3
+
+
+def test_clear_cache_forgets_the_programs(programs):
+    for _ in range(2):
+        mx.eval(_graph(mx.ones((3, 4))))
+    assert len(programs) == 1 and auto_graph._seen
+    mx.clear_cache()
+    assert not auto_graph._seen
+    gc.collect()
+    mx.eval(_graph(mx.ones((3, 4))))
+    assert len(programs) == 1  # seen once again
+
+
+_OPS = [lambda a, b: a + b, lambda a, b: a * b, lambda a, b: mx.maximum(a, b),
+        lambda a, b: a - b * 0.5, lambda a, b: mx.exp(-mx.abs(a)) + b,
+        lambda a, b: mx.sum(a, axis=-1, keepdims=True) * b,
+        lambda a, b: (a @ b.T) @ b * 0.1]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_OPS) - 1), st.integers(0, 50),
+                          st.integers(0, 50)), min_size=4, max_size=24),
+       st.integers(0, 2**16))
+def test_random_graphs_give_the_plain_evals_bits(ops, seed):
+    """A random graph of ops over a few leaves, evaluated three times on new leaf values
+    (and some intermediates held), as programs and plainly."""
+    def run():
+        rng = np.random.default_rng(seed)
+        outs = []
+        for _ in range(3):
+            values = [mx.array(rng.standard_normal((3, 3)).astype(np.float32))
+                      for _ in range(3)]
+            held = []
+            for k, (op, i, j) in enumerate(ops):
+                values.append(_OPS[op](values[i % len(values)], values[j % len(values)]))
+                if k % 5 == 2:
+                    held.append(values[-1])
+            mx.eval(values[-1])
+            outs.append([np.array(a) for a in [values[-1]] + held])
+        return outs
+    auto_graph.forget()
+    saved = auto_graph.DEVICES, auto_graph.MIN_NODES
+    auto_graph.DEVICES, auto_graph.MIN_NODES = {0, 1}, 2
+    try:
+        got = run()
+    finally:
+        auto_graph.DEVICES, auto_graph.MIN_NODES = saved
+        auto_graph.forget()
+    want = run()
+    for a, b in zip(got, want):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_the_setting_turns_it_off(monkeypatch, programs):
+    _off(monkeypatch)
+    for _ in range(3):
+        mx.eval(_graph(mx.ones((3, 4))))
+    assert not programs and not auto_graph._seen
