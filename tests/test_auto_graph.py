@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streamlet.core as mx
+from conftest import requires_gpu
 from streamlet.core import auto_graph, gpu_program
 
 RNG = np.random.default_rng(11)
@@ -275,3 +276,41 @@ def test_the_setting_turns_it_off(monkeypatch, programs):
     for _ in range(3):
         mx.eval(_graph(mx.ones((3, 4))))
     assert not programs and not auto_graph._seen
+
+
+@requires_gpu
+def test_a_repeated_training_step_on_the_gpu_is_captured_with_the_cpus_values(monkeypatch):
+    """An embedding, a product, a gather of the targets and its scatter in the gradient:
+    the steps between the index-checking nodes become programs, captured into CUDA graphs
+    from their second run; every step's loss and the final weights are the CPU's."""
+    rng = np.random.default_rng(8)
+    table0 = rng.standard_normal((16, 8)).astype(np.float32)
+    w0 = (rng.standard_normal((8, 16)) * 0.3).astype(np.float32)
+    tokens = rng.integers(0, 16, (6, 5)).astype(np.int32)
+
+    def train(device):
+        with mx.stream(device):
+            table, w = mx.array(table0), mx.array(w0)
+            x, y = mx.array(tokens[:, :-1]), mx.array(tokens[:, 1:])
+
+            def loss(table, w):
+                h = mx.tanh(table[x] * 1.5) @ w
+                picked = mx.take_along_axis(h, y[..., None], axis=-1)[..., 0]
+                return mx.mean(mx.logsumexp(h, axis=-1) - picked)
+            losses = []
+            for _ in range(6):
+                v, (gt, gw) = mx.value_and_grad(loss, argnums=(0, 1))(table, w)
+                table, w = table - 0.5 * gt, w - 0.5 * gw
+                mx.eval(v, table, w)
+                losses.append(v.item())
+            return losses, np.array(table), np.array(w)
+    monkeypatch.setattr(auto_graph, "MIN_NODES", 4)  # runs of 8 and 21 nodes
+    auto_graph.forget()
+    got = train(mx.gpu)
+    captured = [st for plan in auto_graph._seen.values() if plan for seg in plan
+                for st in seg.program.native.values()]
+    assert captured and all(getattr(st, "graph", None) is not None for st in captured)
+    want = train(mx.cpu)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4)
+    for a, b in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
