@@ -75,25 +75,24 @@ def _frozen(v):
 
 def _structure(order):
     """(key, leaves): `order`'s structure, its leaves (nodes read that are not in it)."""
-    at = {id(n): k for k, n in enumerate(order)}
-    leaves, leaf_at = [], {}
+    at = {id(n): k for k, n in enumerate(order)}  # then leaves: -1 - their index
+    get = at.get
+    leaves = []
     params_key = {}
     parts = []
     for n in order:
-        refs = []
-        for i in n.inputs:
-            k = at.get(id(i))
-            if k is None:
-                k = leaf_at.get(id(i))
-                if k is None:
-                    k = leaf_at[id(i)] = -1 - len(leaves)
+        refs = tuple([get(id(i)) for i in n.inputs])
+        if None in refs:
+            for i in n.inputs:
+                if id(i) not in at:
+                    at[id(i)] = -1 - len(leaves)
                     leaves.append(i)
-            refs.append(k)
+            refs = tuple([at[id(i)] for i in n.inputs])
         p = n.params
         pk = params_key.get(id(p))
         if pk is None:
             pk = params_key[id(p)] = _frozen(p) if p else ()
-        parts.append((n.prim, n.shape, n.dtype, pk, tuple(refs)))
+        parts.append((n.prim, n.shape, n.dtype, pk, refs))
     parts.append(tuple([(i.shape, i.dtype) for i in leaves]))
     return parts, leaves
 
