@@ -1,22 +1,24 @@
-"""An eval whose graph has the structure of an earlier one, run as one program.
+"""An eval whose graph has the structure of an earlier one, run as programs.
 
 A training loop builds the same graph at every step: the same ops on new arrays.  On a
 GPU stream each node costs its launch from Python, tens of microseconds against the
 GPU's few.  So an eval of one stream's nodes (`MIN_NODES` or more, none pending on
 another eval, none traced by a transform) is keyed by its structure: each node's
 primitive, shape, dtype, params and which nodes or leaves it reads, the leaves' shapes
-and dtypes, and which nodes are its results.  The second time a key comes, the nodes
-become a `gpu_program.Program` (the leaves its inputs) and the eval runs one node for
-it (`backend.cuda_graph`: the steps' kernels at first, one CUDA graph launch from its
-next run on) and one selection per result.
+and dtypes, and which nodes are its results.  The second time a key comes, each run of
+nodes between those that check indices on the device (whose checks a program could not
+read back) becomes a `gpu_program.Program`, and the eval runs one node for it
+(`backend.cuda_graph`: the steps' kernels at first, one CUDA graph launch from its next
+run on) and one selection per result; the checking nodes run as they are, between.
 
-The results are the eval's arrays and every node something outside the graph still
-holds (an array the caller kept, such as the gradients given to an optimizer): found
-by reference counts.  A node left out stays unevaluated, its graph kept, and is
-computed by a later eval if it is ever read.  A program that fails fails all of its
-results.
+A run's results are the eval's arrays, the nodes read after the run, and every node
+something outside the graph still holds (an array the caller kept, such as the
+gradients given to an optimizer): found by reference counts.  A node left out is not
+computed; where nothing holds it, its graph goes with it.  A program that fails fails
+all of its results.
 
-`STREAMLET_AUTO_GRAPHS=0` turns this off.
+`STREAMLET_AUTO_GRAPHS=0` turns this off; `all` takes CPU streams too (their programs
+run step by step: a test of the plans, not a speed-up).
 """
 from __future__ import annotations
 
@@ -35,8 +37,7 @@ _SETTING = os.environ.get("STREAMLET_AUTO_GRAPHS", "1")
 ON = _SETTING != "0"
 MIN_NODES = int(os.environ.get("STREAMLET_AUTO_GRAPHS_MIN", 32))  # smaller: cheaper to launch
 KEPT = 8  # plans kept (each program holds its buffers on each stream it ran on)
-# device types (`DeviceType.value`) whose streams take programs: the GPU's ("all": the
-# CPU's too, where a program gains nothing: a test of the plans)
+# device types (`DeviceType.value`) whose streams take programs
 DEVICES = {0, 1} if _SETTING == "all" else {1}
 
 # key -> its plan (segments; () where none goes whole), None once seen once
