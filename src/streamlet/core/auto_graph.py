@@ -5,7 +5,8 @@ GPU stream each node costs its launch from Python, tens of microseconds against 
 GPU's few.  So an eval of one stream's nodes (`MIN_NODES` or more, none pending on
 another eval, none traced by a transform) is keyed by its structure: each node's
 primitive, shape, dtype, params and which nodes or leaves it reads, the leaves' shapes
-and dtypes, and which nodes are its results.  The second time a key comes, each run of
+and dtypes, and which nodes are its results (once its ops and shapes came before: a
+graph that never repeats is not keyed).  The second time a key comes, each run of
 nodes between those that check indices on the device (whose checks a program could not
 read back) becomes a `gpu_program.Program`, and the eval runs one node for it
 (`backend.cuda_graph`: the steps' kernels at first, one CUDA graph launch from its next
@@ -42,6 +43,7 @@ DEVICES = {0, 1} if _SETTING == "all" else {1}
 
 # key -> its plan (segments; () where none goes whole), None once seen once
 _seen: collections.OrderedDict = collections.OrderedDict()
+_glimpses: collections.OrderedDict = collections.OrderedDict()  # ops and shapes seen
 _lock = threading.Lock()
 
 
@@ -136,7 +138,7 @@ def _eligible(order, state):
 def replace(order, outputs, state):
     """`order` (one stream's unscheduled nodes, producers first, marked by eval) as the
     nodes that run its programs where its structure came before; else `order` itself."""
-    if not _eligible(order, state):
+    if not _eligible(order, state) or not _glimpsed_before(order):
         return order
     try:
         parts, leaves = _structure(order)
@@ -151,6 +153,19 @@ def replace(order, outputs, state):
         plan = _plan(order, parts, leaves, results, state.gpu)
     _remember(key, None if plan is False else plan)
     return _run_as(plan, order, leaves, state) if plan else order
+
+
+def _glimpsed_before(order) -> bool:
+    """Whether an earlier eval had the ops and shapes of `order`: a cheap look first, so
+    that graphs that never repeat (a decode step's, whose caches grow) are not keyed."""
+    glimpse = tuple([(n.prim, n.shape) for n in order])
+    with _lock:
+        seen = glimpse in _glimpses
+        _glimpses[glimpse] = True
+        _glimpses.move_to_end(glimpse)
+        while len(_glimpses) > 2 * KEPT:
+            _glimpses.popitem(last=False)
+    return seen
 
 
 def _remember(key, plan):
@@ -239,3 +254,4 @@ def forget() -> None:
     """Drop every program (and the buffers each holds)."""
     with _lock:
         _seen.clear()
+        _glimpses.clear()
