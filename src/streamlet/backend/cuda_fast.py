@@ -100,7 +100,8 @@ extern "C" __global__ void k(const TX* x, const TX* y, TX* sum, const TW* w, TO*
 # block per row, g = c * w rounded to TX, the row's sums in float32
 _NORM_DX = r"""
 extern "C" __global__ void k(const TX* x, const TX* c, const TX* w, TX* out, long long d,
-                             float eps, int has_w, int centered) {
+                             float eps, int flags) {  // 1: a weight, 2: centered
+  const bool has_w = flags & 1, centered = flags & 2;
   __shared__ float red[33];
   const long long row = (long long)blockIdx.x * d;
   const TX *xr = x + row, *cr = c + row;
@@ -168,7 +169,7 @@ _C = {_F32: "float", BF16_NP: "unsigned short"}
 # tail padding to disagree about)
 _RMS_ARGS = struct.Struct("@PPPPPqfi")
 _ROPE_ARGS = struct.Struct("@PPPP10q3if")
-_NORM_DX_ARGS = struct.Struct("@PPPPqfii")
+_NORM_DX_ARGS = struct.Struct("@PPPPqfi")
 _ATTEND_ARGS = struct.Struct("@5P6i16qfiif")
 _SOFTMAX_ROWS_ARGS = struct.Struct("@2P3i4qfiif")
 _SOFTMAX_ROWS_VJP_ARGS = struct.Struct("@4P3i4qfiif")
@@ -278,8 +279,8 @@ def norm_dx(xp, x, c, *w, eps, centered):
     if out.size:
         wd = cp.ascontiguousarray(wd) if w else xd
         launch_source(_NORM_DX, (("TX", _C[dtype]),), _NORM_DX_ARGS, out.size // d,
-                      (xd.data.ptr, cd.data.ptr, wd.data.ptr, out.data.ptr, d, eps, bool(w),
-                       bool(centered)))
+                      (xd.data.ptr, cd.data.ptr, wd.data.ptr, out.data.ptr, d, eps,
+                       bool(w) | 2 * bool(centered)))
     return out
 
 
