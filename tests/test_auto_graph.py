@@ -288,6 +288,20 @@ def test_random_graphs_give_the_plain_evals_bits(ops, seed):
             np.testing.assert_array_equal(x, y)
 
 
+def test_runs_reading_too_much_stay_nodes(monkeypatch, programs):
+    """A program would keep a copy of what it reads: over the bound, no program."""
+    monkeypatch.setattr(auto_graph, "MAX_INPUT_BYTES", 3 * 4 * 4 - 1)
+    for _ in range(4):
+        xv = RNG.standard_normal((3, 4)).astype(np.float32)
+        np.testing.assert_allclose(np.array(_graph(mx.array(xv))), _out(xv), rtol=1e-5)
+    assert not programs
+    monkeypatch.setattr(auto_graph, "MAX_INPUT_BYTES", 3 * 4 * 4 + 64)  # x and scalars
+    auto_graph.forget()
+    for _ in range(3):
+        mx.eval(_graph(mx.ones((3, 4))))
+    assert len(programs) == 1
+
+
 def test_the_setting_turns_it_off(monkeypatch, programs):
     _off(monkeypatch)
     for _ in range(3):

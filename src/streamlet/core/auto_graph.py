@@ -24,6 +24,7 @@ run step by step: a test of the plans, not a speed-up).
 from __future__ import annotations
 
 import collections
+import math
 import os
 import sys
 import threading
@@ -38,6 +39,9 @@ _SETTING = os.environ.get("STREAMLET_AUTO_GRAPHS", "1")
 ON = _SETTING != "0"
 MIN_NODES = int(os.environ.get("STREAMLET_AUTO_GRAPHS_MIN", 32))  # smaller: cheaper to launch
 KEPT = 8  # plans kept (each program holds its buffers on each stream it ran on)
+# a run reading more than this stays nodes: its program would keep a copy of its inputs
+# (and its intermediates) beside the arrays, and launches matter little at that size
+MAX_INPUT_BYTES = 1 << 29
 # device types (`DeviceType.value`) whose streams take programs
 DEVICES = {0, 1} if _SETTING == "all" else {1}
 
@@ -207,7 +211,8 @@ def _plan(order, parts, leaves, results, gpu):
 
 
 def _segment(order, parts, leaves, start, end, wanted, last_read, gpu):
-    """The _Segment of `order[start:end]`, or None where it can't go whole."""
+    """The _Segment of `order[start:end]`, or None where it can't go whole or reads more
+    than `MAX_INPUT_BYTES`."""
     from .compile import _Step
     inputs = sorted({r for part in parts[start:end] for r in part[4] if r < start},
                     key=lambda r: (r < 0, r))
@@ -219,7 +224,10 @@ def _segment(order, parts, leaves, start, end, wanted, last_read, gpu):
     out = [k for k in range(start, end) if k in wanted or last_read.get(k, -1) >= end]
     if not out:
         return None
-    dtypes = [(order[r] if r >= 0 else leaves[-1 - r]).dtype for r in inputs] if gpu else None
+    nodes = [order[r] if r >= 0 else leaves[-1 - r] for r in inputs]
+    if sum(math.prod(n.shape) * n.dtype.size for n in nodes) > MAX_INPUT_BYTES:
+        return None
+    dtypes = [n.dtype for n in nodes] if gpu else None
     program = whole(steps, [slot[k] for k in out], first, first, dtypes)
     return None if program is None else _Segment(start, end, program, tuple(inputs), out)
 
