@@ -81,24 +81,29 @@ def _frozen(v):
 
 
 def _structure(order):
-    """(key, leaves): `order`'s structure, its leaves (nodes read that are not in it)."""
-    at = {id(n): k for k, n in enumerate(order)}  # then leaves: -1 - their index
+    """(key, leaves): `order`'s structure, its leaves (nodes read that are not in it).
+    Nodes key dicts by identity (they define no equality)."""
+    at = {n: k for k, n in enumerate(order)}  # then leaves: -1 - their index
     get = at.get
     leaves = []
     params_key = {}
     parts = []
     for n in order:
-        refs = tuple([get(id(i)) for i in n.inputs])
+        ins = n.inputs
+        refs = tuple([get(i) for i in ins])
         if None in refs:
-            for i in n.inputs:
-                if id(i) not in at:
-                    at[id(i)] = -1 - len(leaves)
+            for i in ins:
+                if i not in at:
+                    at[i] = -1 - len(leaves)
                     leaves.append(i)
-            refs = tuple([at[id(i)] for i in n.inputs])
+            refs = tuple([at[i] for i in ins])
         p = n.params
-        pk = params_key.get(id(p))
-        if pk is None:
-            pk = params_key[id(p)] = _frozen(p) if p else ()
+        if p:
+            pk = params_key.get(id(p))
+            if pk is None:
+                pk = params_key[id(p)] = _frozen(p)
+        else:
+            pk = ()
         parts.append((n.prim, n.shape, n.dtype, pk, refs))
     parts.append(tuple([(i.shape, i.dtype) for i in leaves]))
     return parts, leaves
