@@ -20,6 +20,7 @@ import os
 import cupy as cp
 import numpy as np
 
+from ..core.gpu_program import run_steps
 from ..core.memory import track as track_memory
 from .cuda import BF16, run_kernel
 
@@ -63,15 +64,13 @@ def replay(xp, *args, program, outs):
     return box
 
 
+def _gpu_step(st, ins):
+    return run_kernel(st.prim, st.params, st.dtype, ins)
+
+
 def _interpret(program, values):
     """The program's results, each step's kernel run in turn."""
-    values = list(values)
-    drops = program.drops
-    for k, st in enumerate(program.steps):
-        values.append(run_kernel(st.prim, st.params, st.dtype, [values[r] for r in st.refs]))
-        for r in drops[k]:  # its buffer goes back to the pool for the steps after
-            values[r] = None
-    return [values[r] for r in program.results]
+    return run_steps(program, values, _gpu_step)
 
 
 class _Slots:

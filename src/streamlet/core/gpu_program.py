@@ -21,17 +21,28 @@ from .graph import GpuKernel, Node, Primitive
 from .ops.build import SELECT
 
 
+def run_steps(program, values, run):
+    """The program's results from its inputs' `values`: `run(step, its inputs)` for each
+    step in turn, a value dropped once its last reader has run."""
+    values = list(values)
+    drops = program.drops
+    for k, st in enumerate(program.steps):
+        values.append(run(st, [values[r] for r in st.refs]))
+        for r in drops[k]:  # its buffer goes back to the pool for the steps after
+            values[r] = None
+    return [values[r] for r in program.results]
+
+
+def _host_step(st, ins):
+    out = st.prim.kernel(np, *ins, **(st.params or {}))
+    return out if type(out) is np.ndarray else np.asarray(out)
+
+
 def _on_host(xp, *args, program, outs):
     """The program's results on a CPU stream: its steps' NumPy kernels in turn (the GPU's
     backend runs them itself, `backend.cuda_graph`)."""
-    values = list(args)
-    for k, st in enumerate(program.steps):
-        out = st.prim.kernel(np, *[values[r] for r in st.refs], **(st.params or {}))
-        values.append(out if type(out) is np.ndarray else np.asarray(out))
-        for r in program.drops[k]:
-            values[r] = None
     box = np.empty((), dtype=object)
-    box[()] = tuple([values[r] for r in program.results])
+    box[()] = tuple(run_steps(program, args, _host_step))
     return box
 
 
