@@ -120,16 +120,17 @@ def _references(items):
 _OWN = _references([object()])
 
 
-def _results(order, outputs):
+def _results(order, parts, outputs):
     """Positions in `order` of the nodes the eval must compute: its outputs and those held
     from outside the graph (more references than `order` and their consumers in it
-    make); a multi-output node's box is never one (its selections are)."""
-    uses = collections.Counter(id(i) for n in order for i in n.inputs)
+    make, counted from `_structure`'s parts); a multi-output node's box is never one (its
+    selections are)."""
+    uses = collections.Counter([r for part in parts[:len(order)] for r in part[4] if r >= 0])
     wanted = {id(o) for o in outputs}
     getrefcount, own = sys.getrefcount, _OWN
     found, k = [], 0
     for n in order:
-        if not n.prim.multi and (id(n) in wanted or getrefcount(n) > uses[id(n)] + own):
+        if not n.prim.multi and (id(n) in wanted or getrefcount(n) > uses[k] + own):
             found.append(k)
         k += 1
     return found
@@ -153,7 +154,7 @@ def replace(order, outputs, state):
         parts, leaves = _structure(order)
     except _Unkeyable:
         return order
-    results = _results(order, outputs)
+    results = _results(order, parts, outputs)
     if not results:
         return order
     key = tuple(parts) + (tuple(results),)
@@ -168,21 +169,22 @@ def _glimpsed_before(order) -> bool:
     """Whether an earlier eval had the ops and shapes of `order`: a cheap look first, so
     that graphs that never repeat (a decode step's, whose caches grow) are not keyed."""
     glimpse = tuple([(n.prim, n.shape) for n in order])
-    with _lock:
-        seen = glimpse in _glimpses
-        _glimpses[glimpse] = True
-        _glimpses.move_to_end(glimpse)
-        while len(_glimpses) > 2 * KEPT:
-            _glimpses.popitem(last=False)
+    seen = glimpse in _glimpses
+    _keep(_glimpses, glimpse, True, 2 * KEPT)
     return seen
 
 
 def _remember(key, plan):
+    _keep(_seen, key, plan, KEPT)
+
+
+def _keep(table, key, value, most):
+    """`table[key] = value`, the newest of the `most` entries it keeps."""
     with _lock:  # against `forget` (eval's calls are one at a time)
-        _seen[key] = plan
-        _seen.move_to_end(key)
-        while len(_seen) > KEPT:
-            _seen.popitem(last=False)
+        table[key] = value
+        table.move_to_end(key)
+        while len(table) > most:
+            table.popitem(last=False)
 
 
 class _Segment:
