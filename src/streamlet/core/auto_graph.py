@@ -55,27 +55,31 @@ class _Unkeyable(Exception):
     """A param value without an exact hashable form (an array): no program."""
 
 
-def _frozen(v):
-    """`v` as a hashable value equal only to an equal params value: floats by their bits
-    (0.0 and -0.0 differ), bools apart from ints."""
+def frozen(v, by_identity=False):
+    """`v` (a params value) as a hashable value equal only to an equal one: floats by their
+    bits (0.0 and -0.0 differ), bools apart from ints.  A value without such a form (an
+    array) raises `_Unkeyable`, or with `by_identity` stands for itself (while it lives:
+    compile's merging of equal nodes within one trace)."""
     t = type(v)
     if t is float:
         return (t, v.hex())
     if t is int or t is bool or t is str or v is None:
         return (t, v)
     if t is tuple or t is list:
-        return (t,) + tuple([_frozen(x) for x in v])
+        return (t,) + tuple([frozen(x, by_identity) for x in v])
     if t is dict:
-        return (t,) + tuple([(k, _frozen(x)) for k, x in v.items()])
+        return (t,) + tuple([(k, frozen(x, by_identity)) for k, x in v.items()])
     if t is complex:
         return (t, v.real.hex(), v.imag.hex())
     if isinstance(v, np.generic):
         return (t, v.tobytes())
-    if isinstance(v, np.ndarray):
-        raise _Unkeyable
     try:
+        if isinstance(v, np.ndarray):
+            raise TypeError
         hash(v)
     except TypeError:
+        if by_identity:
+            return (t, id(v))
         raise _Unkeyable from None
     return (t, v)  # a dtype, a primitive, a program: compared as they compare
 
@@ -101,7 +105,7 @@ def _structure(order):
         if p:
             pk = params_key.get(id(p))
             if pk is None:
-                pk = params_key[id(p)] = _frozen(p)
+                pk = params_key[id(p)] = frozen(p)
         else:
             pk = ()
         parts.append((n.prim, n.shape, n.dtype, pk, refs))

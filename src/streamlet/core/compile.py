@@ -24,6 +24,7 @@ from .dtypes import float64 as _F64
 from .graph import SHAPELESS, TRACING, NewShapes, Node
 from .fusion import fuse
 from .gpu_program import whole
+from .auto_graph import frozen
 from .ops.build import SELECT, callable_arg
 from .eval import dispatch
 from .stream import made, resolve, stand_ins, usable_here
@@ -272,19 +273,6 @@ def _placeholder(a):
     return wrap(p)
 
 
-def _freeze(value):
-    """A hashable stand-in for a params value (for merging equal nodes)."""
-    if isinstance(value, dict):
-        return tuple((k, _freeze(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return (type(value),) + tuple(_freeze(v) for v in value)
-    try:
-        hash(value)
-        return (type(value), value)
-    except TypeError:
-        return (type(value), id(value))
-
-
 def _check_captured(outputs, inputs):
     """An unevaluated constant built from one of the call's own inputs: the trace would
     keep that input's old value, so it is an error (as in MLX)."""
@@ -319,7 +307,8 @@ def _record(outputs, placeholders, default):
     for n in tape:
         refs = tuple(slot[id(i)] for i in n.inputs)
         stream = None if n.stream is default else n.stream
-        key = (n.prim, refs, stream, n.shape, n.dtype, _freeze(n.params or {}))
+        key = (n.prim, refs, stream, n.shape, n.dtype,
+               frozen(n.params or {}, by_identity=True))
         same = merged.get(key)
         if same is None:
             same = merged[key] = first + len(steps)
