@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -90,6 +91,23 @@ def gpu_available():
 
 
 requires_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA GPU here")
+
+
+def errors_of_threads(work, n):
+    """Run `work(k)` on threads k = 0..n-1 at once; the exceptions they raised."""
+    errors = []
+
+    def run(k):
+        try:
+            work(k)
+        except Exception as exc:  # noqa: BLE001 (returned)
+            errors.append(exc)
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
 
 
 def fresh_default_device() -> str:

@@ -2,7 +2,6 @@
 CPU's too (the same plans, run step by step on NumPy), so that each result can be
 compared bit for bit with the plain eval's."""
 import gc
-import threading
 import weakref
 
 import numpy as np
@@ -11,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streamlet.core as mx
-from conftest import requires_gpu
+from conftest import errors_of_threads, requires_gpu
 from streamlet.core import auto_graph, gpu_program
 
 RNG = np.random.default_rng(11)
@@ -212,26 +211,16 @@ def test_graphs_a_transform_traces_run_as_they_are(programs):
 
 
 def test_threads_repeating_one_graph_share_its_program(programs):
-    errors = []
-
     def work(seed):
-        try:
-            rng = np.random.default_rng(seed)
-            s = mx.new_stream(mx.cpu)
-            with mx.stream(s):
-                for _ in range(6):
-                    xv = rng.standard_normal((3, 4)).astype(np.float32)
-                    out = _graph(mx.array(xv))
-                    mx.eval(out)
-                    np.testing.assert_allclose(np.array(out), _out(xv), rtol=1e-5)
-        except Exception as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+        rng = np.random.default_rng(seed)
+        with mx.stream(mx.new_stream(mx.cpu)):
+            for _ in range(6):
+                xv = rng.standard_normal((3, 4)).astype(np.float32)
+                out = _graph(mx.array(xv))
+                mx.eval(out)
+                np.testing.assert_allclose(np.array(out), _out(xv), rtol=1e-5)
+    errors = errors_of_threads(work, 4)
+    assert not errors, errors
     assert len({id(p) for p in programs}) == 1 and len(programs) == 4 * 6 - 2
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import streamlet.core as mx
+from conftest import errors_of_threads
 from parity import assert_same
 
 
@@ -115,20 +116,13 @@ def _descend(k, check_streams=None):
 def test_several_threads_differentiate_at_once_on_their_own_streams():
     with mx.stream(mx.cpu):  # where the threads descend
         alone = [_descend(k) for k in range(4)]
-    errors, results = [], {}
+    results = {}
 
     def work(k):
-        try:
-            s = mx.new_stream(mx.cpu)
-            with mx.stream(s):
-                results[k] = _descend(k, check_streams=s)
-        except Exception as exc:  # noqa: BLE001 (reported below)
-            errors.append(exc)
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        s = mx.new_stream(mx.cpu)
+        with mx.stream(s):
+            results[k] = _descend(k, check_streams=s)
+    errors = errors_of_threads(work, 4)
     assert not errors, errors
     for k in range(4):  # each thread's descent is the one it makes alone
         np.testing.assert_allclose(results[k], alone[k], rtol=1e-6, atol=1e-7)
