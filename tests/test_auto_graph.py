@@ -146,6 +146,19 @@ def test_params_that_differ_in_bits_make_other_graphs(programs):
     assert signs == [False, False, True, True, False]
 
 
+def test_graphs_with_slices_repeat_and_other_bounds_make_other_graphs(programs):
+    """A basic slice is part of the key (slices hash only from Python 3.12 on)."""
+    xv = RNG.standard_normal((6, 4)).astype(np.float32)
+    for stop in (3, 3, 3, 2, 2, 3):
+        h = mx.exp(mx.array(xv)[1:stop] * 2.0)
+        out = mx.sum(h * h + 1.0, axis=0)
+        mx.eval(out)
+        np.testing.assert_allclose(np.array(out), (np.exp(xv[1:stop] * 2) ** 2 + 1).sum(0),
+                                   rtol=1e-5)
+    # the third and the last runs with stop 3 take the program of the second's structure
+    assert len(programs) == 2
+
+
 def test_leaves_of_other_shapes_and_dtypes_make_other_graphs(programs):
     for shape, dtype in [((3, 4), np.float32), ((3, 4), np.float32), ((5, 4), np.float32),
                          ((5, 4), np.float16), ((5, 4), np.float16), ((3, 4), np.float32)]:

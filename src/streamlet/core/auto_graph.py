@@ -71,6 +71,8 @@ def frozen(v, by_identity=False):
         return (t,) + tuple([(k, frozen(x, by_identity)) for k, x in v.items()])
     if t is complex:
         return (t, v.real.hex(), v.imag.hex())
+    if t is slice:  # not hashable before Python 3.12
+        return (t,) + tuple([frozen(x, by_identity) for x in (v.start, v.stop, v.step)])
     if isinstance(v, np.generic):
         return (t, v.tobytes())
     try:

@@ -15,7 +15,7 @@ import operator
 
 from . import trees
 from .array import array, const, node, node_of, wrap
-from .graph import SHAPELESS, TRACING, Node, Primitive, keeps_graph
+from .graph import SHAPELESS, TRACING, Node, Primitive
 from . import ops as _ops
 from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, broadcast_shapes, callable_arg, \
     seq_arg
@@ -32,23 +32,32 @@ def _identity_vmap(axes, out, x, **params):
 # A tracer: a copy of an input the walk stops at (and an outer transform walks through).
 COPY = Primitive("copy", lambda xp, x: x, vjp=lambda c, out, x: (c,),
                  jvp=lambda t, out, x: t[0], vmap=_identity_vmap, shape=same_shape)
-def _tracer(a) -> array:
-    n = a._node
-    if n.prim is None and n.data is not None and n.error is None and not keeps_graph(n) \
-            and (n.stream is None or n.stream.backend is resolve(None).backend):
-        # an evaluated input no walk passes through (not an outer transform's tracer), on
-        # this device: the tracer is a leaf holding its value, at its place on its stream,
-        # nothing to run (a copy node brings another device's value over once)
-        t = Node(n.shape, n.dtype, stream=n.stream, data=n.data)
-        t.seq, t.checks = n.seq, n.checks
-        t.tracer = TRACING.token()
-        return wrap(t)
-    t = node_of(COPY, (n,), n.shape, n.dtype, None,
-                n.stream if n.prim is not None else resolve(None))
-    # a tracer input gave the copy its mark (`Tracing.mark`: another thread's too); else
-    # this thread's
-    t._node.tracer = t._node.tracer or TRACING.token()
-    return t
+
+
+def _tracers(arrays) -> list:
+    """A tracer for each of `arrays`."""
+    token = TRACING.token()
+    backend = resolve(None).backend
+    out = []
+    for a in arrays:
+        n = a._node
+        s, mark = n.stream, n.tracer
+        if n.prim is None and n.data is not None and n.error is None \
+                and (mark is None or not mark.live) and (s is None or s.backend is backend):
+            # an evaluated input no walk passes through (not an outer transform's tracer),
+            # on this device: the tracer is a leaf holding its value, at its place on its
+            # stream, nothing to run (a copy node brings another device's value over once)
+            t = Node(n.shape, n.dtype, None, (), None, s, n.data)
+            t.seq, t.checks, t.tracer = n.seq, n.checks, token
+            out.append(wrap(t))
+            continue
+        t = node_of(COPY, (n,), n.shape, n.dtype, None,
+                    s if n.prim is not None else resolve(None))
+        # a tracer input gave the copy its mark (`Tracing.mark`: another thread's too); else
+        # this thread's
+        t._node.tracer = t._node.tracer or token
+        out.append(t)
+    return out
 
 
 def _tape(outputs, start, gradients=True):
@@ -248,7 +257,7 @@ def _jvp_by_transposing(n, ts, ins, params):
     d = n.dtype
     if d.kind not in "fcV":  # an integer result's float tangents stay float, as in MLX
         d = next((t._dtype for t in ts if t is not None and t._dtype.kind in "fcV"), d)
-    u = _tracer(_ops.zeros(n.shape, d))
+    u, = _tracers([_ops.zeros(n.shape, d)])
     value = pairing(u)
     if value is None:
         return None
@@ -300,7 +309,7 @@ def vjp(fun, primals, cotangents):
     primals = _arrays(primals, "vjp", "primals")
     cotangents = _arrays(cotangents, "vjp", "cotangents")
     with TRACING:
-        tracers = [_tracer(p) for p in primals]
+        tracers = _tracers(primals)
         starts = [t._node for t in tracers]  # before `fun` can rebind the handles
         outputs = _as_list(fun(*tracers), "vjp")
         cots = _pair_cotangents(outputs, cotangents, "vjp")
@@ -353,7 +362,7 @@ def jvp(fun, primals, tangents):
         if p._shape != t._shape:
             raise ValueError("[jvp] Input shape does not match shape of tangent.")
     with TRACING:
-        tracers = [_tracer(p) for p in primals]
+        tracers = _tracers(primals)
         starts = [t._node for t in tracers]
         outputs = _as_list(fun(*tracers), "jvp")
         jvps = jvp_nodes([o._node for o in outputs], starts, tangents)
@@ -438,7 +447,7 @@ def _value_and_grad(fun, nums, names, tag, scalar_only):
         if not flat:
             raise ValueError("[grad] Must specify at least one argument.")
         with TRACING:
-            tracers = [_tracer(a) for a in flat]
+            tracers = _tracers(flat)
             starts = [t._node for t in tracers]
             trees.fill(wanted, tracers)  # only the arguments differentiated, as in MLX
             for (box, k), w in zip(slots, wanted):

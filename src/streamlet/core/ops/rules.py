@@ -374,7 +374,7 @@ def via(fn):
         # None for a bool input too, where an integer one passes its own on, as in MLX
         from .. import transforms as tr
         with TRACING:
-            tracers = [tr._tracer(x) for x in xs]
+            tracers = tr._tracers(xs)
             starts = [t._node for t in tracers]
             res = fn(*tracers, **params)
             grads = tr.vjp_nodes([res._node], starts, tr._pair_cotangents([res], [c], "vjp"),
