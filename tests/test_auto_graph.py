@@ -1,6 +1,7 @@
 """Repeated evals as programs (`core.auto_graph`): a GPU stream's by default; here the
 CPU's too (the same plans, run step by step on NumPy), so that each result can be
 compared bit for bit with the plain eval's."""
+import copy
 import gc
 import weakref
 
@@ -157,6 +158,59 @@ def test_graphs_with_slices_repeat_and_other_bounds_make_other_graphs(programs):
                                    rtol=1e-5)
     # the third and the last runs with stop 3 take the program of the second's structure
     assert len(programs) == 2
+
+
+_PARAM_VALUES = st.recursive(
+    st.one_of(st.integers(-3, 3), st.booleans(), st.none(), st.sampled_from(["a", "b"]),
+              st.floats(allow_nan=False, width=32), st.sampled_from([-0.0, 0.0]),
+              st.sampled_from([np.dtype(np.float32), np.dtype(np.int32), np.dtype(">f4")]),
+              st.builds(slice, st.integers(0, 3), st.integers(0, 3))),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.tuples(inner, inner),
+                            st.dictionaries(st.sampled_from(["x", "y", "z"]), inner,
+                                            max_size=3)),
+    max_leaves=6)
+
+
+def _exactly(a, b):
+    """Equal values of equal types all the way down, floats by their bits."""
+    if type(a) is not type(b):
+        return False
+    if type(a) in (list, tuple):
+        return len(a) == len(b) and all(map(_exactly, a, b))
+    if type(a) is dict:
+        return list(a) == list(b) and all(map(_exactly, a.values(), b.values()))
+    if type(a) is float:
+        return a.hex() == b.hex()
+    if type(a) is slice:
+        return _exactly((a.start, a.stop, a.step), (b.start, b.stop, b.step))
+    return a == b
+
+
+def _lookalike(v):
+    """`v` with every leaf and sequence swapped for one that `==` may not tell apart."""
+    if type(v) is bool:
+        return int(v)
+    if type(v) is int:
+        return bool(v) if v in (0, 1) else float(v)
+    if type(v) is float:
+        return -v if v == 0 else v
+    if type(v) in (list, tuple):
+        return (tuple if type(v) is list else list)(map(_lookalike, v))
+    if type(v) is dict:
+        return {k: _lookalike(x) for k, x in v.items()}
+    if type(v) is slice:
+        return slice(_lookalike(v.start), _lookalike(v.stop))
+    return v.newbyteorder() if isinstance(v, np.dtype) else v
+
+
+@settings(max_examples=300, deadline=None)
+@given(_PARAM_VALUES, _PARAM_VALUES)
+def test_params_keys_are_equal_only_for_the_same_values(a, b):
+    """True is not 1, 0.0 is not -0.0, (True,) is not (1,): equal keys mean equal params."""
+    ka = auto_graph.frozen(a)
+    hash(ka)
+    for other in (b, _lookalike(a), copy.deepcopy(a)):
+        assert (ka == auto_graph.frozen(other)) == _exactly(a, other)
 
 
 def test_leaves_of_other_shapes_and_dtypes_make_other_graphs(programs):

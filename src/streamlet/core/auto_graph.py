@@ -24,14 +24,16 @@ run step by step: a test of the plans, not a speed-up).
 from __future__ import annotations
 
 import collections
+import itertools
 import math
+import operator
 import os
 import sys
 import threading
 
 import numpy as np
 
-from .graph import Node, keeps_graph
+from .graph import Node
 from .gpu_program import WHOLE, whole
 from .ops.build import SELECT
 
@@ -55,20 +57,34 @@ class _Unkeyable(Exception):
     """A param value without an exact hashable form (an array): no program."""
 
 
+# types whose values `==` compares exactly, with the type kept beside (True is not 1)
+_EXACT = dict.fromkeys([int, bool, str, type(None)] +
+                       [type(np.dtype(c)) for c in np.typecodes["All"]])
+
+
 def frozen(v, by_identity=False):
     """`v` (a params value) as a hashable value equal only to an equal one: floats by their
     bits (0.0 and -0.0 differ), bools apart from ints.  A value without such a form (an
     array) raises `_Unkeyable`, or with `by_identity` stands for itself (while it lives:
     compile's merging of equal nodes within one trace)."""
     t = type(v)
+    if t in _EXACT:
+        return (t, v)
     if t is float:
         return (t, v.hex())
-    if t is int or t is bool or t is str or v is None:
-        return (t, v)
-    if t is tuple or t is list:
-        return (t,) + tuple([frozen(x, by_identity) for x in v])
     if t is dict:
-        return (t,) + tuple([(k, frozen(x, by_identity)) for k, x in v.items()])
+        out = [t]
+        for k, x in v.items():
+            tx = type(x)
+            out.append(k)
+            out.append((tx, x) if tx in _EXACT else frozen(x, by_identity))
+        return tuple(out)
+    if t is tuple or t is list:
+        out = [t]
+        for x in v:
+            tx = type(x)
+            out.append((tx, x) if tx in _EXACT else frozen(x, by_identity))
+        return tuple(out)
     if t is complex:
         return (t, v.real.hex(), v.imag.hex())
     if t is slice:  # not hashable before Python 3.12
@@ -83,98 +99,103 @@ def frozen(v, by_identity=False):
         if by_identity:
             return (t, id(v))
         raise _Unkeyable from None
-    return (t, v)  # a dtype, a primitive, a program: compared as they compare
+    return (t, v)  # a primitive, a program: compared as they compare
+
+
+_PRIM, _SHAPE, _DTYPE, _INPUTS, _PARAMS = map(
+    operator.attrgetter, ("prim", "shape", "dtype", "inputs", "params"))
+
+
+def _glimpse(order):
+    """The ops and shapes of `order`."""
+    return tuple(map(_PRIM, order)), tuple(map(_SHAPE, order))
 
 
 def _structure(order):
-    """(key, leaves): `order`'s structure, its leaves (nodes read that are not in it).
-    Nodes key dicts by identity (they define no equality)."""
-    at = {n: k for k, n in enumerate(order)}  # then leaves: -1 - their index
-    get = at.get
-    leaves = []
-    params_key = {}
-    parts = []
-    for n in order:
-        ins = n.inputs
-        refs = tuple([get(i) for i in ins])
-        if None in refs:
-            for i in ins:
-                if i not in at:
-                    at[i] = -1 - len(leaves)
-                    leaves.append(i)
-            refs = tuple([at[i] for i in ins])
-        p = n.params
+    """(rest, refs, leaves): what `order`'s structure holds beyond its glimpse (dtypes,
+    params, the inputs each node reads, the leaves' shapes and dtypes), the refs of each
+    node's inputs (a position in `order`, or -1 - i for leaf i), and the leaves (nodes
+    read that are not in `order`, in the order they are first read).  Nodes key dicts by
+    identity (they define no equality)."""
+    at = dict(zip(order, itertools.count()))
+    inputs = list(map(_INPUTS, order))
+    read = dict.fromkeys(itertools.chain.from_iterable(inputs))
+    leaves = list(itertools.filterfalse(at.__contains__, read))
+    at.update(zip(leaves, itertools.count(-1, -1)))
+    refs = tuple(map(tuple, map(map, itertools.repeat(at.__getitem__), inputs)))
+    memo = {}  # params dicts shared by nodes, by id (all alive: the nodes hold them)
+    params = []
+    for p in map(_PARAMS, order):
         if p:
-            pk = params_key.get(id(p))
+            pk = memo.get(id(p))
             if pk is None:
-                pk = params_key[id(p)] = frozen(p)
+                pk = memo[id(p)] = frozen(p)
+            params.append(pk)
         else:
-            pk = ()
-        parts.append((n.prim, n.shape, n.dtype, pk, refs))
-    parts.append(tuple([(i.shape, i.dtype) for i in leaves]))
-    return parts, leaves
+            params.append(())
+    rest = (tuple(map(_DTYPE, order)), tuple(params), refs,
+            tuple([(i.shape, i.dtype) for i in leaves]))
+    return rest, refs, leaves
 
 
-def _references(items):
-    """How many references each of `items` has where nothing but the list `items` holds it,
-    counted as `_results` counts them (the list, the loop's variable, getrefcount's
-    argument, as this interpreter counts them)."""
-    for n in items:
-        return sys.getrefcount(n)
+def _reference_counts(items):
+    """Each of `items`' reference count as `_results` reads it (the list's reference and
+    getrefcount's argument included, as this interpreter counts them)."""
+    return np.fromiter(map(sys.getrefcount, items), np.intp, len(items))
 
 
-_OWN = _references([object()])
+_OWN = int(_reference_counts([object()])[0])  # an item only the list holds
 
 
-def _results(order, parts, outputs):
-    """Positions in `order` of the nodes the eval must compute: its outputs and those held
-    from outside the graph (more references than `order` and their consumers in it
-    make, counted from `_structure`'s parts); a multi-output node's box is never one (its
-    selections are)."""
-    uses = collections.Counter([r for part in parts[:len(order)] for r in part[4] if r >= 0])
-    wanted = {id(o) for o in outputs}
-    getrefcount, own = sys.getrefcount, _OWN
-    found, k = [], 0
-    for n in order:
-        if not n.prim.multi and (id(n) in wanted or getrefcount(n) > uses[k] + own):
-            found.append(k)
-        k += 1
-    return found
+def _results(order, refs):
+    """Positions in `order` of the nodes the eval must compute: those held from outside
+    the graph (more references than `order` and their consumers in it make, counted from
+    `_structure`'s refs), the eval's outputs among them (its list of them holds them); a
+    multi-output node's box is never one (its selections are)."""
+    n = len(order)
+    uses = collections.Counter(itertools.chain.from_iterable(refs))
+    inside = np.fromiter(map(uses.get, range(n), itertools.repeat(0, n)), np.intp, n)
+    held = np.flatnonzero(_reference_counts(order) > inside + _OWN).tolist()
+    return [k for k in held if not order[k].prim.multi]
 
 
 def _eligible(order, state):
     if not ON or len(order) < MIN_NODES or state.stream.device.type.value not in DEVICES:
         return False
     for n in order:
-        if n.prim is WHOLE or n.stream is not state or keeps_graph(n):
-            return False
+        t = n.tracer
+        if n.prim is WHOLE or n.stream is not state or t is not None and t.live:
+            return False  # (a live tracer keeps its graph: `graph.keeps_graph`)
     return True
 
 
 def replace(order, outputs, state):
     """`order` (one stream's unscheduled nodes, producers first, marked by eval) as the
-    nodes that run its programs where its structure came before; else `order` itself."""
-    if not _eligible(order, state) or not _glimpsed_before(order):
+    nodes that run its programs where its structure came before; else `order` itself.
+    The list `outputs` (the eval's nodes) makes them results by holding them."""
+    if not _eligible(order, state):
+        return order
+    glimpse = _glimpse(order)
+    if not _glimpsed_before(glimpse):
         return order
     try:
-        parts, leaves = _structure(order)
+        rest, refs, leaves = _structure(order)
     except _Unkeyable:
         return order
-    results = _results(order, parts, outputs)
+    results = _results(order, refs)
     if not results:
         return order
-    key = tuple(parts) + (tuple(results),)
+    key = (glimpse, rest, tuple(results))
     plan = _seen.get(key, False)
     if plan is None:  # the second sighting
-        plan = _plan(order, parts, leaves, results, state.gpu)
+        plan = _plan(order, refs, leaves, results, state.gpu)
     _remember(key, None if plan is False else plan)
     return _run_as(plan, order, leaves, state) if plan else order
 
 
-def _glimpsed_before(order) -> bool:
-    """Whether an earlier eval had the ops and shapes of `order`: a cheap look first, so
-    that graphs that never repeat (a decode step's, whose caches grow) are not keyed."""
-    glimpse = tuple([(n.prim, n.shape) for n in order])
+def _glimpsed_before(glimpse) -> bool:
+    """Whether an earlier eval had these ops and shapes: a cheap look first, so that
+    graphs that never repeat (a decode step's, whose caches grow) are not keyed."""
     seen = glimpse in _glimpses
     _keep(_glimpses, glimpse, True, 2 * KEPT)
     return seen
@@ -204,36 +225,36 @@ class _Segment:
         self.inputs, self.results = inputs, results
 
 
-def _plan(order, parts, leaves, results, gpu):
+def _plan(order, refs, leaves, results, gpu):
     """The programs of `order`: its runs between nodes that check indices on the device
     (which run as they are: a program can't read their checks back), each a Program where
     it is long enough; () where there is none."""
     last_read = {}
-    for k, part in enumerate(parts[:len(order)]):
-        for r in part[4]:
+    for k, rs in enumerate(refs):
+        for r in rs:
             last_read[r] = k
     wanted = set(results)
     cuts = [k for k, n in enumerate(order) if n.prim.bounds is not None]
     segments = []
     for start, end in zip([0] + [c + 1 for c in cuts], cuts + [len(order)]):
         if end - start >= MIN_NODES:
-            seg = _segment(order, parts, leaves, start, end, wanted, last_read, gpu)
+            seg = _segment(order, refs, leaves, start, end, wanted, last_read, gpu)
             if seg is not None:
                 segments.append(seg)
     return tuple(segments)
 
 
-def _segment(order, parts, leaves, start, end, wanted, last_read, gpu):
+def _segment(order, refs, leaves, start, end, wanted, last_read, gpu):
     """The _Segment of `order[start:end]`, or None where it can't go whole or reads more
     than `MAX_INPUT_BYTES`."""
     from .compile import _Step
-    inputs = sorted({r for part in parts[start:end] for r in part[4] if r < start},
+    inputs = sorted({r for rs in refs[start:end] for r in rs if r < start},
                     key=lambda r: (r < 0, r))
     slot = {r: i for i, r in enumerate(inputs)}
     first = len(inputs)
     slot.update({k: first + k - start for k in range(start, end)})
-    steps = [_Step(n.prim, tuple([slot[r] for r in part[4]]), n.shape, n.dtype, n.params,
-                   None) for n, part in zip(order[start:end], parts[start:end])]
+    steps = [_Step(n.prim, tuple([slot[r] for r in rs]), n.shape, n.dtype, n.params, None)
+             for n, rs in zip(order[start:end], refs[start:end])]
     out = [k for k in range(start, end) if k in wanted or last_read.get(k, -1) >= end]
     if not out:
         return None

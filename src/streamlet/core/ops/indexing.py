@@ -12,7 +12,8 @@ from .rules import no_index_grad, refuse_index_tangent, shape_guard, to_front, z
 
 
 class _Slot:
-    """Where the i-th array input goes when the index is rebuilt at run time."""
+    """Where the i-th array input goes when the index is rebuilt at run time; one for each
+    i (`_slot`), so that params holding them compare and hash by identity, in C."""
 
     __slots__ = ("i",)
 
@@ -22,11 +23,12 @@ class _Slot:
     def __repr__(self):
         return f"<input {self.i}>"
 
-    def __eq__(self, other):  # params compare by value (equal nodes, repeated graphs)
-        return type(other) is _Slot and other.i == self.i
 
-    def __hash__(self):
-        return hash((_Slot, self.i))
+_SLOTS: dict = {}
+
+
+def _slot(i) -> _Slot:
+    return _SLOTS.get(i) or _SLOTS.setdefault(i, _Slot(i))
 
 
 def _gather(xp, a, *arrays, index):
@@ -146,7 +148,7 @@ def parse_index(a, index, op):
             if x._dtype.kind not in "iu":
                 raise ValueError(f"[{op}] Array indices must be integers, got {x._dtype.name} "
                                  "(boolean masks have a data-dependent shape).")
-            template.append(_Slot(len(arrays)))
+            template.append(_slot(len(arrays)))
             arrays.append(x)
         else:  # a float, a bool, a string...: MLX's ValueError
             raise ValueError(f"[{op}] Cannot index an array with {type(x).__name__}.")
