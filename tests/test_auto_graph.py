@@ -394,7 +394,7 @@ def test_a_repeated_training_step_on_the_gpu_is_captured_with_the_cpus_values(mo
     monkeypatch.setattr(auto_graph, "MIN_NODES", 4)  # runs of 8 and 21 nodes
     auto_graph.forget()
     got = train(mx.gpu)
-    captured = [st for plan in auto_graph._seen.values() if plan for seg in plan
+    captured = [st for _, plan in auto_graph._seen.values() if plan for seg in plan
                 for st in seg.program.native.values()]
     assert captured and all(getattr(st, "graph", None) is not None for st in captured)
     want = train(mx.cpu)

@@ -47,7 +47,7 @@ MAX_INPUT_BYTES = 1 << 29
 # device types (`DeviceType.value`) whose streams take programs
 DEVICES = {0, 1} if _SETTING == "all" else {1}
 
-# key -> its plan (segments; () where none goes whole), None once seen once
+# key -> its plan (segments; () where none goes whole), None once seen once (`_find`)
 _seen: collections.OrderedDict = collections.OrderedDict()
 _glimpses: collections.OrderedDict = collections.OrderedDict()  # ops and shapes seen
 _lock = threading.Lock()
@@ -186,30 +186,37 @@ def replace(order, outputs, state):
     if not results:
         return order
     key = (glimpse, rest, tuple(results))
-    plan = _seen.get(key, False)
+    h = hash(key)
+    plan = _find(_seen, h, key, False)
     if plan is None:  # the second sighting
         plan = _plan(order, refs, leaves, results, state.gpu)
-    _remember(key, None if plan is False else plan)
+    _keep(_seen, h, key, None if plan is False else plan, KEPT)
     return _run_as(plan, order, leaves, state) if plan else order
 
 
 def _glimpsed_before(glimpse) -> bool:
     """Whether an earlier eval had these ops and shapes: a cheap look first, so that
     graphs that never repeat (a decode step's, whose caches grow) are not keyed."""
-    seen = glimpse in _glimpses
-    _keep(_glimpses, glimpse, True, 2 * KEPT)
+    h = hash(glimpse)
+    seen = _find(_glimpses, h, glimpse, False)
+    _keep(_glimpses, h, glimpse, True, 2 * KEPT)
     return seen
 
 
-def _remember(key, plan):
-    _keep(_seen, key, plan, KEPT)
+# The tables hold `hash(key) -> (key, value)`: a key (a tuple of thousands of items, whose
+# hash Python does not keep) is hashed once an eval, and compared once.
+
+def _find(table, h, key, missing):
+    entry = table.get(h)
+    return entry[1] if entry is not None and entry[0] == key else missing
 
 
-def _keep(table, key, value, most):
-    """`table[key] = value`, the newest of the `most` entries it keeps."""
+def _keep(table, h, key, value, most):
+    """The entry of `key` (of hash `h`) made `value`, the newest of the `most` entries
+    `table` keeps."""
     with _lock:  # against `forget` (eval's calls are one at a time)
-        table[key] = value
-        table.move_to_end(key)
+        table[h] = (key, value)
+        table.move_to_end(h)
         while len(table) > most:
             table.popitem(last=False)
 
