@@ -87,7 +87,7 @@ def build_split(n=400, reps=15):
 
     def traced():
         with TRACING:
-            t = T._tracer(x)
+            t, = T._tracers([x])
             return t, chain(mx, t, n)
     t, out = traced()
 
