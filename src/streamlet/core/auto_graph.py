@@ -112,17 +112,19 @@ def _glimpse(order):
 
 
 def _structure(order):
-    """(rest, refs, leaves): what `order`'s structure holds beyond its glimpse (dtypes,
-    params, the inputs each node reads, the leaves' shapes and dtypes), the refs of each
-    node's inputs (a position in `order`, or -1 - i for leaf i), and the leaves (nodes
-    read that are not in `order`, in the order they are first read).  Nodes key dicts by
-    identity (they define no equality)."""
+    """(rest, reads, leaves): what `order`'s structure holds beyond its glimpse (dtypes,
+    params, what each node reads, the leaves' shapes and dtypes); what the nodes read, as
+    refs (a position in `order`, or -1 - i for leaf i) of all their inputs in a row and
+    how many inputs each node has; and the leaves (nodes read that are not in `order`, in
+    the order they are first read).  Nodes key dicts by identity (they define no
+    equality)."""
     at = dict(zip(order, itertools.count()))
     inputs = list(map(_INPUTS, order))
     read = dict.fromkeys(itertools.chain.from_iterable(inputs))
     leaves = list(itertools.filterfalse(at.__contains__, read))
     at.update(zip(leaves, itertools.count(-1, -1)))
-    refs = tuple(map(tuple, map(map, itertools.repeat(at.__getitem__), inputs)))
+    refs = tuple(map(at.__getitem__, itertools.chain.from_iterable(inputs)))
+    arity = tuple(map(len, inputs))
     memo = {}  # params dicts shared by nodes, by id (all alive: the nodes hold them)
     params = []
     for p in map(_PARAMS, order):
@@ -133,9 +135,18 @@ def _structure(order):
             params.append(pk)
         else:
             params.append(())
-    rest = (tuple(map(_DTYPE, order)), tuple(params), refs,
+    rest = (tuple(map(_DTYPE, order)), tuple(params), refs, arity,
             tuple([(i.shape, i.dtype) for i in leaves]))
-    return rest, refs, leaves
+    return rest, (refs, arity), leaves
+
+
+def _each(refs, arity):
+    """The refs of each node's inputs, from `_structure`'s reads."""
+    out, k = [], 0
+    for a in arity:
+        out.append(refs[k:k + a])
+        k += a
+    return out
 
 
 def _reference_counts(items):
@@ -150,10 +161,10 @@ _OWN = int(_reference_counts([object()])[0])  # an item only the list holds
 def _results(order, refs):
     """Positions in `order` of the nodes the eval must compute: those held from outside
     the graph (more references than `order` and their consumers in it make, counted from
-    `_structure`'s refs), the eval's outputs among them (its list of them holds them); a
+    `refs`, every input read), the eval's outputs among them (their list holds them); a
     multi-output node's box is never one (its selections are)."""
     n = len(order)
-    uses = collections.Counter(itertools.chain.from_iterable(refs))
+    uses = collections.Counter(refs)
     inside = np.fromiter(map(uses.get, range(n), itertools.repeat(0, n)), np.intp, n)
     held = np.flatnonzero(_reference_counts(order) > inside + _OWN).tolist()
     return [k for k in held if not order[k].prim.multi]
@@ -179,17 +190,17 @@ def replace(order, outputs, state):
     if not _glimpsed_before(glimpse):
         return order
     try:
-        rest, refs, leaves = _structure(order)
+        rest, reads, leaves = _structure(order)
     except _Unkeyable:
         return order
-    results = _results(order, refs)
+    results = _results(order, reads[0])
     if not results:
         return order
     key = (glimpse, rest, tuple(results))
     h = hash(key)
     plan = _find(_seen, h, key, False)
     if plan is None:  # the second sighting
-        plan = _plan(order, refs, leaves, results, state.gpu)
+        plan = _plan(order, _each(*reads), leaves, results, state.gpu)
     _keep(_seen, h, key, None if plan is False else plan, KEPT)
     return _run_as(plan, order, leaves, state) if plan else order
 
