@@ -33,7 +33,7 @@ import threading
 
 import numpy as np
 
-from .graph import Node
+from .graph import Node, keeps_graph
 from .gpu_program import WHOLE, whole
 from .ops.build import SELECT
 
@@ -174,9 +174,8 @@ def _eligible(order, state):
     if not ON or len(order) < MIN_NODES or state.stream.device.type.value not in DEVICES:
         return False
     for n in order:
-        t = n.tracer
-        if n.prim is WHOLE or n.stream is not state or t is not None and t.live:
-            return False  # (a live tracer keeps its graph: `graph.keeps_graph`)
+        if n.prim is WHOLE or n.stream is not state or keeps_graph(n):
+            return False
     return True
 
 

@@ -15,7 +15,7 @@ import operator
 
 from . import trees
 from .array import array, const, node, node_of, wrap
-from .graph import SHAPELESS, TRACING, Node, Primitive
+from .graph import SHAPELESS, TRACING, Node, Primitive, keeps_graph
 from . import ops as _ops
 from .ops.build import NO_PARAMS as _NO_PARAMS, SELECT, Parts, broadcast_shapes, callable_arg, \
     seq_arg
@@ -41,9 +41,9 @@ def _tracers(arrays) -> list:
     out = []
     for a in arrays:
         n = a._node
-        s, mark = n.stream, n.tracer
+        s = n.stream
         if n.prim is None and n.data is not None and n.error is None \
-                and (mark is None or not mark.live) and (s is None or s.backend is backend):
+                and not keeps_graph(n) and (s is None or s.backend is backend):
             # an evaluated input no walk passes through (not an outer transform's tracer),
             # on this device: the tracer is a leaf holding its value, at its place on its
             # stream, nothing to run (a copy node brings another device's value over once)
