@@ -2,6 +2,8 @@
 CPU's too (the same plans, run step by step on NumPy), so that each result can be
 compared bit for bit with the plain eval's."""
 import copy
+import importlib.util
+import pathlib
 import gc
 import weakref
 
@@ -11,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import streamlet.core as mx
+import streamlet.nn as nn
 from conftest import errors_of_threads, requires_gpu
 from streamlet.core import auto_graph, gpu_program
 
@@ -22,6 +25,7 @@ def programs(monkeypatch):
     """Programs on CPU streams too, for graphs of 4 nodes or more; counts program runs."""
     monkeypatch.setattr(auto_graph, "DEVICES", {0, 1})
     monkeypatch.setattr(auto_graph, "MIN_NODES", 4)
+    monkeypatch.setattr(auto_graph, "MIN_RUN", 4)
     runs = []
     real = gpu_program.WHOLE.kernel
 
@@ -331,12 +335,12 @@ def test_random_graphs_give_the_plain_evals_bits(ops, seed):
             outs.append([np.array(a) for a in [values[-1]] + held])
         return outs
     auto_graph.forget()
-    saved = auto_graph.DEVICES, auto_graph.MIN_NODES
-    auto_graph.DEVICES, auto_graph.MIN_NODES = {0, 1}, 2
+    saved = auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN
+    auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN = {0, 1}, 2, 2
     try:
         got = run()
     finally:
-        auto_graph.DEVICES, auto_graph.MIN_NODES = saved
+        auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN = saved
         auto_graph.forget()
     want = run()
     for a, b in zip(got, want):
@@ -401,3 +405,48 @@ def test_a_repeated_training_step_on_the_gpu_is_captured_with_the_cpus_values(mo
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4)
     for a, b in zip(got[1:], want[1:]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def _decode(steps=9):
+    """The example Llama's greedy decoding, its caches growing a row a token (their shapes
+    and RoPE's offset change each step): the tokens and each step's last logits."""
+    spec = importlib.util.spec_from_file_location(
+        "llama", pathlib.Path(__file__).parent.parent / "examples" / "llama.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    mx.random.seed(0)
+    model = example.llama(nn, mx)(example.CONFIG)
+    mx.eval(model.parameters())
+    logits, cache = model(mx.array([[3, 17, 5, 42, 9]]))
+    tokens, last = [], []
+    for _ in range(steps):
+        logits = logits[:, -1, :]
+        token = mx.argmax(logits, axis=-1)
+        mx.eval(token, logits)
+        tokens.append(token.item())
+        last.append(np.array(logits))
+        logits, cache = model(token[:, None], cache)
+    return tokens, last
+
+
+def test_a_decode_loop_runs_as_programs_between_the_nodes_that_change(programs, monkeypatch):
+    """The steps' ops repeat with other shapes and params: the nodes where they changed
+    (the caches' concatenations, RoPE), and those reading a changed shape (attention),
+    run as they are between programs, from the fourth decoding step on (ops seen, then
+    what changed, then the masked structure); every logit is the plain eval's."""
+    got = _decode()
+    assert programs
+    per_step = len({id(p) for p in programs})
+    assert len(programs) == per_step * 5 and per_step >= 3  # the layers' runs, and the head
+    _off(monkeypatch)
+    want = _decode()
+    assert got[0] == want[0]
+    for a, b in zip(got[1], want[1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_evals_that_change_in_most_nodes_are_not_programs(programs):
+    for n in range(3, 9):
+        xv = RNG.standard_normal((n, 4)).astype(np.float32)
+        np.testing.assert_allclose(np.array(_graph(mx.array(xv))), _out(xv), rtol=1e-5)
+    assert not programs

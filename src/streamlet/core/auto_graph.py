@@ -40,6 +40,7 @@ from .ops.build import SELECT
 _SETTING = os.environ.get("STREAMLET_AUTO_GRAPHS", "1")
 ON = _SETTING != "0"
 MIN_NODES = int(os.environ.get("STREAMLET_AUTO_GRAPHS_MIN", 32))  # smaller: cheaper to launch
+MIN_RUN = min(8, MIN_NODES)  # the fewest nodes a program runs
 KEPT = 8  # plans kept (each program holds its buffers on each stream it ran on)
 # a run reading more than this stays nodes: its program would keep a copy of its inputs
 # (and its intermediates) beside the arrays, and launches matter little at that size
@@ -50,6 +51,9 @@ DEVICES = {0, 1} if _SETTING == "all" else {1}
 # key -> its plan (segments; () where none goes whole), None once seen once (`_find`)
 _seen: collections.OrderedDict = collections.OrderedDict()
 _glimpses: collections.OrderedDict = collections.OrderedDict()  # ops and shapes seen
+# ops seen -> the shapes and the rest of the structure (`_structure`; None at first) of the
+# last eval of those ops
+_lately: collections.OrderedDict = collections.OrderedDict()
 _lock = threading.Lock()
 
 
@@ -185,23 +189,77 @@ def replace(order, outputs, state):
     The list `outputs` (the eval's nodes) makes them results by holding them."""
     if not _eligible(order, state):
         return order
-    glimpse = _glimpse(order)
-    if not _glimpsed_before(glimpse):
+    keyed = _keyed(order)
+    if keyed is None:
         return order
-    try:
-        rest, reads, leaves = _structure(order)
-    except _Unkeyable:
-        return order
-    results = _results(order, reads[0])
-    if not results:
-        return order
-    key = (glimpse, rest, tuple(results))
+    key, reads, leaves, breaks = keyed
     h = hash(key)
     plan = _find(_seen, h, key, False)
     if plan is None:  # the second sighting
-        plan = _plan(order, _each(*reads), leaves, results, state.gpu)
+        plan = _plan(order, _each(*reads), leaves, key[2], state.gpu, breaks)
     _keep(_seen, h, key, None if plan is False else plan, KEPT)
     return _run_as(plan, order, leaves, state) if plan else order
+
+
+def _keyed(order):
+    """(key, reads, leaves, breaks) of `order`, or None where it is not keyed: its
+    structure (`_structure`) and results where its ops and shapes came before; where only
+    its ops came before, with shapes, params and leaves of the last such eval (a decode
+    step's, whose caches grow) `_loosely`, its breaks (nodes that run as they are, between
+    programs) the nodes where they changed and those reading a changed shape."""
+    glimpse = _glimpse(order)
+    exact = _glimpsed_before(glimpse)
+    if not exact:
+        prims, shapes = glimpse
+        hp = hash(prims)
+        last = _find(_lately, hp, prims, None)
+        if last is None:  # these ops are new: no structure yet
+            _keep(_lately, hp, prims, (shapes, None), KEPT)
+            return None
+    try:
+        rest, reads, leaves = _structure(order)
+    except _Unkeyable:
+        return None
+    breaks = ()
+    if not exact:
+        _keep(_lately, hp, prims, (shapes, rest), KEPT)
+        if last[1] is None:
+            return None
+        loose = _loosely(shapes, rest, *last)
+        if loose is None:
+            return None
+        breaks, shapes, rest = loose
+        glimpse = (prims, shapes)
+    results = _results(order, reads[0])
+    if not results:
+        return None
+    return (glimpse, rest, tuple(results)), reads, leaves, breaks
+
+
+def _loosely(shapes, rest, last_shapes, last_rest):
+    """(breaks, shapes, rest) of an eval whose ops are those of the last eval keyed by
+    shapes `last_shapes` and rest `last_rest`: the shapes, params and leaves that changed
+    masked (None), and the nodes that must run as they are; None where the two differ
+    elsewhere (dtypes, what the nodes read) or in more than half of the nodes."""
+    dtypes, params, refs, arity, leaf = rest
+    if dtypes != last_rest[0] or refs != last_rest[2] or arity != last_rest[3] or \
+            len(leaf) != len(last_rest[4]):
+        return None
+    moved = {k for k, (a, b) in enumerate(zip(shapes, last_shapes)) if a != b}
+    moved.update(-1 - i for i, (a, b) in enumerate(zip(leaf, last_rest[4])) if a != b)
+    retuned = {k for k, (a, b) in enumerate(zip(params, last_rest[1])) if a != b}
+    breaks = retuned.union(k for k in moved if k >= 0)
+    if moved:
+        breaks.update(k for k, rs in enumerate(_each(refs, arity)) if not moved.isdisjoint(rs))
+    if not breaks or 2 * len(breaks) > len(shapes):
+        return None
+    leaf = tuple([None if -1 - i in moved else v for i, v in enumerate(leaf)])
+    return (sorted(breaks), _masked(shapes, moved),
+            (dtypes, _masked(params, retuned), refs, arity, leaf))
+
+
+def _masked(row, at):
+    return tuple([None if k in at else v for k, v in enumerate(row)])
 
 
 def _glimpsed_before(glimpse) -> bool:
@@ -242,19 +300,19 @@ class _Segment:
         self.inputs, self.results = inputs, results
 
 
-def _plan(order, refs, leaves, results, gpu):
-    """The programs of `order`: its runs between nodes that check indices on the device
-    (which run as they are: a program can't read their checks back), each a Program where
-    it is long enough; () where there is none."""
+def _plan(order, refs, leaves, results, gpu, breaks=()):
+    """The programs of `order`: its runs between `breaks` and the nodes that check indices
+    on the device (which run as they are: a program can't read their checks back), each
+    a Program where it is long enough; () where there is none."""
     last_read = {}
     for k, rs in enumerate(refs):
         for r in rs:
             last_read[r] = k
     wanted = set(results)
-    cuts = [k for k, n in enumerate(order) if n.prim.bounds is not None]
+    cuts = sorted({k for k, n in enumerate(order) if n.prim.bounds is not None}.union(breaks))
     segments = []
     for start, end in zip([0] + [c + 1 for c in cuts], cuts + [len(order)]):
-        if end - start >= MIN_NODES:
+        if end - start >= MIN_RUN:
             seg = _segment(order, refs, leaves, start, end, wanted, last_read, gpu)
             if seg is not None:
                 segments.append(seg)
@@ -314,3 +372,4 @@ def forget() -> None:
     with _lock:
         _seen.clear()
         _glimpses.clear()
+        _lately.clear()
