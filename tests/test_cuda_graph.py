@@ -229,3 +229,30 @@ def test_a_value_no_step_reads_is_not_an_input_of_the_program(on_gpu):
         out = c(mx.arange(4, dtype=mx.float32))
         assert _program(out).n_inputs == 2  # x and the scale: not the count
         assert out.tolist() == (np.arange(4) * (v + 2)).tolist()
+
+
+def test_an_input_passed_again_is_read_from_the_last_copy_unless_shared(on_gpu, monkeypatch):
+    """The weights of a decode step come back each call: the slot keeps the last copy.
+    Another array, or the same array's buffer written through DLPack, is copied again."""
+    import cupy as cp
+    from streamlet.backend import cuda_graph
+
+    def fn(w, x):
+        return mx.tanh(x @ w) * 2.0 + 1.0
+    c = mx.compile(fn)
+    w = mx.array(RNG.standard_normal((4, 4)).astype(np.float32))
+    copies = []
+    real = cuda_graph._unchanging
+    monkeypatch.setattr(cuda_graph, "_unchanging", lambda a: copies.append(a) or real(a))
+    for call in range(6):
+        if call == 4:
+            w = mx.array(RNG.standard_normal((4, 4)).astype(np.float32))
+        x = mx.array(RNG.standard_normal((3, 4)).astype(np.float32))
+        _close(c(w, x), fn(w, x))
+    assert len(copies) == 6 + 2  # x each call, w at the first and the fifth
+    shared = cp.from_dlpack(w)  # its consumer may write the buffer: copied each call now
+    shared += 1
+    cp.cuda.get_current_stream().synchronize()
+    x = mx.array(RNG.standard_normal((3, 4)).astype(np.float32))
+    want = np.tanh(np.array(x) @ cp.asnumpy(shared)) * 2 + 1
+    np.testing.assert_allclose(np.array(c(w, x)), want, rtol=1e-5, atol=1e-6)

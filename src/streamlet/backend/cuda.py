@@ -718,6 +718,11 @@ def _host_copy(x, stream):
     return np.ndarray(x.shape, x.dtype, raw, strides=x.strides)
 
 
+# pool memory handed to DLPack consumers, by pointer: they may write it (never removed:
+# memory reused at such a pointer is only treated as shared too)
+EXPORTED: set = set()
+
+
 def for_export(data, state):
     """The cupy array (or `BF16`, whose capsule says bfloat16) behind `__dlpack__`, its
     stream's work finished."""
@@ -725,6 +730,7 @@ def for_export(data, state):
     if type(data) is Lazy:
         data = value(data)
     h.stream.synchronize()
+    EXPORTED.add((data.bits if type(data) is BF16 else data).data.mem.ptr)
     return data
 
 

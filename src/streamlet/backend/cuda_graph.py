@@ -8,21 +8,25 @@ second run captures the same launches into a CUDA graph, with a memory pool of i
 for what they allocate (freed buffers are reused within the graph only), and launches
 it; each later run copies the inputs into the slots, launches the graph and copies the
 results out (a later run overwrites them): a few launches where the program had one or
-more per step.  A capture that fails (a step that waits for the host or copies from it)
-leaves the program run step by step on that stream.
+more per step.  An input that is the array the last run copied, alive since, in memory
+of CuPy's pool never handed out through DLPack, is not copied again (a decode step's
+weights): no kernel writes an array's buffer once it holds its value.  A capture that
+fails (a step that waits for the host or copies from it) leaves the program run step by
+step on that stream.
 
 Set `STREAMLET_CUDA_GRAPHS=0` to run every program step by step.
 """
 from __future__ import annotations
 
 import os
+import weakref
 
 import cupy as cp
 import numpy as np
 
 from ..core.gpu_program import run_steps
 from ..core.memory import track as track_memory
-from .cuda import BF16, run_kernel
+from .cuda import BF16, EXPORTED, run_kernel
 
 CAPTURE = os.environ.get("STREAMLET_CUDA_GRAPHS", "1") != "0"
 
@@ -40,6 +44,7 @@ class Steps:
 
 
 _OFF = Steps("STREAMLET_CUDA_GRAPHS=0")
+_POOLED = cp.cuda.memory.PooledMemory
 
 
 def replay(xp, *args, program, outs):
@@ -78,13 +83,15 @@ class _Slots:
     call's arrays were), and once captured the graph, its results and the memory pool
     its steps allocated from (`held`: reused inside the graph, by nothing else)."""
 
-    __slots__ = ("slots", "inputs", "graph", "results", "held", "nbytes", "__weakref__")
+    __slots__ = ("slots", "inputs", "copied", "graph", "results", "held", "nbytes",
+                 "__weakref__")
 
     def __init__(self, program, args):
         self.inputs = range(program.n_inputs)
         self.slots = list(args)  # the constants' values, and the inputs' slots:
         for i in self.inputs:
             self.slots[i] = _slot(args[i])
+        self.copied = [None] * program.n_inputs  # what each slot holds: `_unchanging`
         self.graph = self.results = None
         self.held = []
         self.nbytes = 0  # once captured: what the graph's pool holds
@@ -124,9 +131,13 @@ class _Slots:
         return None
 
     def _copy_in(self, args, stream):
-        slots = self.slots
+        slots, copied = self.slots, self.copied
         for i in self.inputs:
             s, a = slots[i], args[i]
+            was = copied[i]
+            if was is not None and was() is a and not (EXPORTED and _shared(a)):
+                continue
+            copied[i] = _unchanging(a)
             if type(s) is BF16:
                 s, a = s.bits, a.bits
             if isinstance(a, np.generic):
@@ -136,6 +147,19 @@ class _Slots:
                     s.data.copy_from_device_async(a.data, a.nbytes, stream)
             else:
                 cp.copyto(s, a)
+
+
+def _unchanging(a):
+    """A weak reference to input `a` where its buffer keeps its value while `a` lives (the
+    pool's memory, not shared through DLPack), else None."""
+    b = a.bits if type(a) is BF16 else a
+    if not isinstance(b, cp.ndarray) or type(b.data.mem) is not _POOLED or _shared(a):
+        return None
+    return weakref.ref(a)
+
+
+def _shared(a):
+    return (a.bits if type(a) is BF16 else a).data.mem.ptr in EXPORTED
 
 
 def _slot(a):
