@@ -7,10 +7,17 @@ another eval, none traced by a transform) is keyed by its structure: each node's
 primitive, shape, dtype, params and which nodes or leaves it reads, the leaves' shapes
 and dtypes, and which nodes are its results (once its ops and shapes came before: a
 graph that never repeats is not keyed).  The second time a key comes, each run of
-nodes between those that check indices on the device (whose checks a program could not
-read back) becomes a `gpu_program.Program`, and the eval runs one node for it
-(`backend.cuda_graph`: the steps' kernels at first, one CUDA graph launch from its next
-run on) and one selection per result; the checking nodes run as they are, between.
+`MIN_RUN` nodes or more between those that check indices on the device (whose checks a
+program could not read back) becomes a `gpu_program.Program`, and the eval runs one
+node for it (`backend.cuda_graph`: the steps' kernels at first, one CUDA graph launch
+from its next run on) and one selection per result; the checking nodes run as they
+are, between.
+
+A decode step repeats its ops with other shapes (its caches grow a row a token) and
+params (RoPE's offset).  Where an eval's ops are the last eval's but its shapes differ,
+its structure is compared with that eval's: what changed is masked in the key, and the
+nodes where it changed, with those reading a changed shape, run as they are between the
+programs (`_loosely`).
 
 A run's results are the eval's arrays, the nodes read after the run, and every node
 something outside the graph still holds (an array the caller kept, such as the
@@ -264,7 +271,7 @@ def _masked(row, at):
 
 def _glimpsed_before(glimpse) -> bool:
     """Whether an earlier eval had these ops and shapes: a cheap look first, so that
-    graphs that never repeat (a decode step's, whose caches grow) are not keyed."""
+    graphs that never repeat exactly are keyed only where their ops did (`_keyed`)."""
     h = hash(glimpse)
     seen = _find(_glimpses, h, glimpse, False)
     _keep(_glimpses, h, glimpse, True, 2 * KEPT)
