@@ -450,3 +450,44 @@ def test_evals_that_change_in_most_nodes_are_not_programs(programs):
         xv = RNG.standard_normal((n, 4)).astype(np.float32)
         np.testing.assert_allclose(np.array(_graph(mx.array(xv))), _out(xv), rtol=1e-5)
     assert not programs
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(_OPS) + 1), st.integers(0, 50),
+                          st.integers(0, 50)), min_size=4, max_size=24),
+       st.integers(0, 2**16))
+def test_random_graphs_over_a_growing_cache_give_the_plain_evals_bits(ops, seed):
+    """As above, with a cache that grows a row each eval (read through its sum over rows,
+    and extended by a row of a value) and a param that changes each eval (a roll's
+    shift): seven evals, the later ones through loosely keyed plans."""
+    def run():
+        rng = np.random.default_rng(seed)
+        cache = mx.array(rng.standard_normal((2, 3)).astype(np.float32))
+        outs = []
+        for t in range(7):
+            values = [mx.array(rng.standard_normal((3, 3)).astype(np.float32))
+                      for _ in range(3)]
+            for k, (op, i, j) in enumerate(ops):
+                a, b = values[i % len(values)], values[j % len(values)]
+                if op == len(_OPS):
+                    cache = mx.concatenate([cache, a[:1]], axis=0)
+                    values.append(mx.sum(cache, axis=0, keepdims=True) * b)
+                elif op == len(_OPS) + 1:
+                    values.append(mx.roll(a, t, axis=1) - b)
+                else:
+                    values.append(_OPS[op](a, b))
+            mx.eval(values[-1], cache)
+            outs.append([np.array(values[-1]), np.array(cache)])
+        return outs
+    auto_graph.forget()
+    saved = auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN
+    auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN = {0, 1}, 2, 2
+    try:
+        got = run()
+    finally:
+        auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN = saved
+        auto_graph.forget()
+    want = run()
+    for a, b in zip(got, want):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
