@@ -313,6 +313,23 @@ _OPS = [lambda a, b: a + b, lambda a, b: a * b, lambda a, b: mx.maximum(a, b),
         lambda a, b: (a @ b.T) @ b * 0.1]
 
 
+def _same_bits_with_and_without_programs(run):
+    """`run()` (lists of results of its evals) with programs from 2 nodes on any stream,
+    then plainly: the same bits."""
+    auto_graph.forget()
+    saved = auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN
+    auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN = {0, 1}, 2, 2
+    try:
+        got = run()
+    finally:
+        auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN = saved
+        auto_graph.forget()
+    want = run()
+    for a, b in zip(got, want):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+
+
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, len(_OPS) - 1), st.integers(0, 50),
                           st.integers(0, 50)), min_size=4, max_size=24),
@@ -334,18 +351,7 @@ def test_random_graphs_give_the_plain_evals_bits(ops, seed):
             mx.eval(values[-1])
             outs.append([np.array(a) for a in [values[-1]] + held])
         return outs
-    auto_graph.forget()
-    saved = auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN
-    auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN = {0, 1}, 2, 2
-    try:
-        got = run()
-    finally:
-        auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN = saved
-        auto_graph.forget()
-    want = run()
-    for a, b in zip(got, want):
-        for x, y in zip(a, b):
-            np.testing.assert_array_equal(x, y)
+    _same_bits_with_and_without_programs(run)
 
 
 def test_runs_reading_too_much_stay_nodes(monkeypatch, programs):
@@ -479,15 +485,4 @@ def test_random_graphs_over_a_growing_cache_give_the_plain_evals_bits(ops, seed)
             mx.eval(values[-1], cache)
             outs.append([np.array(values[-1]), np.array(cache)])
         return outs
-    auto_graph.forget()
-    saved = auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN
-    auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN = {0, 1}, 2, 2
-    try:
-        got = run()
-    finally:
-        auto_graph.DEVICES, auto_graph.MIN_NODES, auto_graph.MIN_RUN = saved
-        auto_graph.forget()
-    want = run()
-    for a, b in zip(got, want):
-        for x, y in zip(a, b):
-            np.testing.assert_array_equal(x, y)
+    _same_bits_with_and_without_programs(run)
