@@ -56,10 +56,7 @@ llama() {  # the small Llama's bench, auto graphs on and off
 }
 
 case "${1:-}" in
-  prepare)
-    for p in /.whl/ /.mlxcuda/; do
-      grep -qxF "$p" .git/info/exclude 2>/dev/null || echo "$p" >> .git/info/exclude
-    done
+  prepare)  # (.gitignore ignores both folders)
     wheels && mlx_parts && du -sh .whl .mlxcuda/a .mlxcuda/b ;;
   suite)
     installed
