@@ -436,10 +436,11 @@ def _decode(steps=9):
 
 
 def test_a_decode_loop_runs_as_programs_between_the_nodes_that_change(programs, monkeypatch):
-    """The steps' ops repeat with other shapes and params: the nodes where they changed
-    (the caches' concatenations, RoPE), and those reading a changed shape (attention),
-    run as they are between programs, from the fourth decoding step on (ops seen, then
-    what changed, then the masked structure); every logit is the plain eval's."""
+    """The steps' ops repeat with other shapes: the nodes whose shapes changed (the
+    caches' concatenations) and those reading a changed shape (attention) run as they
+    are between programs (RoPE's offset is a scalar input of one), from the fourth
+    decoding step on (ops seen, then what changed, then the masked structure); every
+    logit is the plain eval's."""
     got = _decode()
     assert programs
     per_step = len({id(p) for p in programs})
