@@ -723,6 +723,16 @@ def _host_copy(x, stream):
 EXPORTED: set = set()
 
 
+def memory_of(data):
+    """The CuPy memory (`BaseMemory`) holding a device value (a cupy array or `BF16`)."""
+    return (data.bits if type(data) is BF16 else data).data.mem
+
+
+def shared(data) -> bool:
+    """Whether a device value's memory was handed out through DLPack (`for_export`)."""
+    return memory_of(data).ptr in EXPORTED
+
+
 def for_export(data, state):
     """The cupy array (or `BF16`, whose capsule says bfloat16) behind `__dlpack__`, its
     stream's work finished."""
@@ -730,7 +740,7 @@ def for_export(data, state):
     if type(data) is Lazy:
         data = value(data)
     h.stream.synchronize()
-    EXPORTED.add((data.bits if type(data) is BF16 else data).data.mem.ptr)
+    EXPORTED.add(memory_of(data).ptr)
     return data
 
 

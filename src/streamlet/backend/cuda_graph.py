@@ -26,7 +26,7 @@ import numpy as np
 
 from ..core.gpu_program import run_steps
 from ..core.memory import track as track_memory
-from .cuda import BF16, EXPORTED, run_kernel
+from .cuda import BF16, EXPORTED, memory_of, run_kernel, shared
 
 CAPTURE = os.environ.get("STREAMLET_CUDA_GRAPHS", "1") != "0"
 
@@ -135,7 +135,7 @@ class _Slots:
         for i in self.inputs:
             s, a = slots[i], args[i]
             was = copied[i]
-            if was is not None and was() is a and not (EXPORTED and _shared(a)):
+            if was is not None and was() is a and not (EXPORTED and shared(a)):
                 continue
             copied[i] = _unchanging(a)
             if type(s) is BF16:
@@ -152,14 +152,9 @@ class _Slots:
 def _unchanging(a):
     """A weak reference to input `a` where its buffer keeps its value while `a` lives (the
     pool's memory, not shared through DLPack), else None."""
-    b = a.bits if type(a) is BF16 else a
-    if not isinstance(b, cp.ndarray) or type(b.data.mem) is not _POOLED or _shared(a):
+    if isinstance(a, np.generic) or type(memory_of(a)) is not _POOLED or shared(a):
         return None
     return weakref.ref(a)
-
-
-def _shared(a):
-    return (a.bits if type(a) is BF16 else a).data.mem.ptr in EXPORTED
 
 
 def _slot(a):
