@@ -289,6 +289,7 @@ _IDENTITY = Primitive("identity", lambda xp, x: x)
 
 
 _F64 = dt.float64
+_MIXED = object()  # inputs with different marks: `TRACING.mark` decides
 
 
 def node(prim, inputs, shape, dtype, params, state) -> array:
@@ -309,10 +310,13 @@ def node_of(prim, ins, shape, dtype, params, state) -> array:
         raise ValueError("float64 is not supported on the GPU")  # MLX's rule and words
     n = Node(shape, dtype, prim, ins, params, state)
     if TRACING.depth:
+        mark = None
         for i in ins:
-            if i.tracer:
-                n.tracer = TRACING.mark(ins)
-                break
+            t = i.tracer
+            if t is not None and t is not mark:
+                mark = t if mark is None else _MIXED
+        if mark is not None:
+            n.tracer = mark if mark is TRACING.thread.token else TRACING.mark(ins)
     a = array.__new__(array)
     a._node, a._shape, a._dtype = n, shape, dtype
     return a

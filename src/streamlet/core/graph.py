@@ -189,27 +189,28 @@ class Tracing:
     it after an `eval` inside the traced function.  `with TRACING:` counts one transform
     in.  `here()`: whether the calling thread is inside one (a transform's results stay
     tracers, and another thread's transform must not make them count as inside this
-    thread's).
+    thread's).  `thread.token` is the calling thread's mark (`token()`), read directly
+    where nodes are built: a node whose tracer inputs all carry it carries it too.
     """
 
-    __slots__ = ("depth", "_lock", "_here")
+    __slots__ = ("depth", "_lock", "thread")
 
     def __init__(self):
         self.depth = 0
         self._lock = threading.Lock()  # guards depth against two threads' transforms
-        self._here = _Here()
+        self.thread = _Here()
 
     def __enter__(self):
         with self._lock:
             self.depth += 1
-        here = self._here
+        here = self.thread
         if not here.depth:
             here.token = _Token()
         here.depth += 1
         return self
 
     def __exit__(self, *exc):
-        here = self._here
+        here = self.thread
         here.depth -= 1
         if not here.depth:
             here.token.live = False
@@ -218,22 +219,22 @@ class Tracing:
             self.depth -= 1
 
     def here(self) -> bool:
-        return self.depth > 0 and self._here.depth > 0
+        return self.depth > 0 and self.thread.depth > 0
 
     def nesting(self) -> int:
         """How many transforms the calling thread is inside."""
-        return self._here.depth
+        return self.thread.depth
 
     def token(self):
         """The mark of the tracer nodes this thread builds now (None outside a transform)."""
-        return self._here.token
+        return self.thread.token
 
     def traces(self, nodes):
         """Whether a transform traces work on `nodes` now: one is a tracer, and this thread
         is inside a transform or that tracer's is live (this thread works for another's)."""
         if not self.depth:
             return False
-        here = self._here.depth > 0
+        here = self.thread.depth > 0
         for n in nodes:
             t = n.tracer
             if t and (here or t.live):
@@ -244,7 +245,7 @@ class Tracing:
         """The mark of a node built now from the nodes `ins`, one of them a tracer: this
         thread's token, with the live marks of inputs another thread's transform traces
         (None where neither is: tracers of transforms that have ended, in no transform)."""
-        own = self._here.token
+        own = self.thread.token
         parts = None
         for i in ins:
             t = i.tracer
