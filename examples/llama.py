@@ -5,15 +5,17 @@
 The model: token embeddings, blocks of RMSNorm, rotary-embedded grouped-query attention
 through `mx.fast.scaled_dot_product_attention` (causal over the prompt) and a SwiGLU MLP,
 then a final norm and the output projection.  `generate` feeds the prompt once, then
-one token at a time through the blocks' key/value caches, with all of its work on a new
-stream (`with mx.stream(...)`), the way MLX's language-model programs keep generation
-apart from other work.  The library is an argument (`streamlet` or `mlx`), so the same
+one token at a time through the blocks' key/value caches, with all of its work on a
+generation stream (`with mx.stream(...)`), the way MLX's language-model programs keep
+generation apart from other work: one stream per device and thread, made once (a stream
+lives until `clear_streams`, with what the library keeps for it).  The library is an argument (`streamlet` or `mlx`), so the same
 weights give the same tokens on both.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import threading
 import time
 
 CONFIG = {"vocab": 64, "dims": 32, "heads": 4, "kv_heads": 2, "hidden": 64, "layers": 2}
@@ -87,10 +89,23 @@ def llama(nn, mx):
     return Llama
 
 
+_STREAMS = {}  # (library, device, thread) -> its generation stream
+
+
+def generation_stream(mx, device):
+    """The generation stream of `device` for the calling thread, made on first use (and
+    again after `clear_streams` destroyed it)."""
+    key = (mx.__name__, str(device), threading.get_ident())
+    stream = _STREAMS.get(key)
+    if stream is None or stream not in mx.get_streams():
+        stream = _STREAMS[key] = mx.new_stream(device)
+    return stream
+
+
 def generate(mx, model, prompt, steps, device=None):
     """`steps` greedy tokens after `prompt`, one at a time through the caches, all of it
-    on a new stream of `device` (the CPU unless given)."""
-    stream = mx.new_stream(mx.cpu if device is None else device)
+    on the generation stream of `device` (the CPU unless given)."""
+    stream = generation_stream(mx, mx.cpu if device is None else device)
     tokens = []
     with mx.stream(stream):
         logits, cache = model(mx.array([prompt]))

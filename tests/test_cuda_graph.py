@@ -164,6 +164,30 @@ def test_streams_of_several_threads_share_one_compiled_function():
     assert not errors, errors
 
 
+def test_a_programs_state_on_a_stream_goes_with_the_stream():
+    import gc
+    c = mx.compile(lambda v: mx.exp(v) * 2 + v)
+    x = mx.array(RNG.standard_normal((256,)).astype(np.float32))
+    mx.eval(x)
+    programs, states = [], []
+
+    def work():
+        with mx.stream(mx.new_stream(mx.gpu)):
+            for _ in range(3):
+                out = c(x)
+                programs.append(_program(out))
+                mx.eval(out)
+            states.append(_states(programs[0]))
+        mx.clear_streams()
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    program = programs[0]
+    assert all(p is program for p in programs) and states == [["graph"]]
+    gc.collect()
+    assert program.native == {}
+
+
 def test_an_index_checked_step_keeps_the_step_by_step_replay(on_gpu):
     c = mx.compile(lambda x, i: mx.take(x, i) * 2)
     x = mx.arange(5, dtype=mx.float32)

@@ -106,8 +106,11 @@ def device_info(index: int) -> dict:
             "cuda_runtime_version": runtime.runtimeGetVersion()}
 
 
+HANDLES = weakref.WeakValueDictionary()  # CUDA stream pointer -> its live Handle
+
+
 class Handle:
-    """The CUDA side of one GPU stream."""
+    """The CUDA side of one GPU stream (in `HANDLES` while it lives)."""
 
     __slots__ = ("index", "device", "stream", "ptr", "lock", "pending", "hold", "epoch",
                  "fault", "checks", "launched", "synced", "marks", "__weakref__")
@@ -118,6 +121,7 @@ class Handle:
         with self.device:
             self.stream = cp.cuda.Stream(non_blocking=True)
         self.ptr = self.stream.ptr
+        HANDLES[self.ptr] = self
         self.lock = threading.RLock()  # guards pending, hold and launches of Lazies
         self.pending = []  # weak references to the Lazies made since the last flush
         self.hold = []  # inputs from other streams read by work of this flush

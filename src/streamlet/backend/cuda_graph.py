@@ -12,7 +12,7 @@ more per step.  An input that is the array the last run copied, alive since, in 
 of CuPy's pool never handed out through DLPack, is not copied again (a decode step's
 weights): no kernel writes an array's buffer once it holds its value.  A capture that
 fails (a step that waits for the host or copies from it) leaves the program run step by
-step on that stream.
+step on that stream.  A stream's state goes with streamlet's stream (`_forget_with`).
 
 Set `STREAMLET_CUDA_GRAPHS=0` to run every program step by step.
 """
@@ -26,7 +26,7 @@ import numpy as np
 
 from ..core.gpu_program import run_steps
 from ..core.memory import track as track_memory
-from .cuda import BF16, EXPORTED, memory_of, run_kernel, shared
+from .cuda import BF16, EXPORTED, HANDLES, memory_of, run_kernel, shared
 
 CAPTURE = os.environ.get("STREAMLET_CUDA_GRAPHS", "1") != "0"
 
@@ -54,6 +54,7 @@ def replay(xp, *args, program, outs):
         state = program.native.get(stream.ptr)
         if state is None:
             state = program.native[stream.ptr] = _Slots(program, args) if CAPTURE else _OFF
+            _forget_with(stream.ptr, program)
             results = state.first_run(program, args, stream) if CAPTURE else None
         elif type(state) is Steps:
             results = None
@@ -67,6 +68,22 @@ def replay(xp, *args, program, outs):
     box = np.empty((), dtype=object)
     box[()] = tuple(results)
     return box
+
+
+def _forget_with(ptr, program):
+    """Drop `program`'s state on the CUDA stream `ptr` (its buffers, its graph) when
+    streamlet's stream of that CUDA stream goes (cleared by clear_streams and unused)."""
+    h = HANDLES.get(ptr)
+    if h is not None:
+        weakref.finalize(h, _forget, weakref.ref(program), ptr)
+
+
+def _forget(program_ref, ptr):
+    # without the program's lock: a collection may run this inside `replay`, which holds
+    # it; the stream is gone, so no other run uses this state
+    program = program_ref()
+    if program is not None:
+        program.native.pop(ptr, None)
 
 
 def _gpu_step(st, ins):

@@ -59,7 +59,7 @@ class Program:
     state per CUDA stream (`native`, under `lock`)."""
 
     __slots__ = ("steps", "keep", "n_inputs", "n_values", "results", "outs", "drops",
-                 "where", "native", "lock")
+                 "where", "native", "lock", "__weakref__")
 
     def __init__(self, steps, keep, n_inputs, outputs):
         n_values = len(keep)
