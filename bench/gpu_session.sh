@@ -11,7 +11,8 @@
 #                                      training step with auto graphs on and off
 #   bench/gpu_session.sh mlx           there, the next call on the same warm machine,
 #                                      carrying .whl and .mlxcuda/b: MLX CUDA beside
-#                                      streamlet (stream_bench, the MLP step, the Llama)
+#                                      streamlet (stream_bench, the MLP step, the Llama), then
+#                                      bench/profile_gpu.py's profile into $OUT
 #
 # Output goes to stdout and to $OUT (the device tool's folder of files that come back).
 set -uo pipefail
@@ -79,7 +80,9 @@ case "${1:-}" in
     timeout 240 python3 bench/run.py --device gpu --rounds 2 \
       --only eager_us_per_op,chain_us_per_op,threads4_us_per_eval,normal_Msamples_per_s
     timeout 90 python3 bench/bench_transforms.py --device gpu --width 4096 --batch 1024 --step-only
-    timeout 150 python3 bench/bench_llama_gpu.py --device gpu --reps 3 ;;
+    timeout 150 python3 bench/bench_llama_gpu.py --device gpu --reps 3
+    timeout 60 python3 bench/profile_gpu.py > "$OUT/profile_gpu.txt" 2>&1
+    head -2 "$OUT/profile_gpu.txt" ;;
   *)
     sed -n 2,17p "$0"; exit 2 ;;
 esac
