@@ -5,10 +5,12 @@
 #                                      into .whl/ (pytest, hypothesis, ml_dtypes, ...), and
 #                                      MLX CUDA 0.32.4 packed in two parts, .mlxcuda/a and
 #                                      .mlxcuda/b (a call carries 64 MiB at most)
-#   bench/gpu_session.sh suite [S]     there, carrying .whl and .mlxcuda/a: the whole suite
+#   bench/gpu_session.sh suite [S] [M] there, carrying .whl and .mlxcuda/a: the whole suite
 #                                      with the GPU as default (S seconds at most, 240 if
 #                                      not given), then the small Llama's generation and
-#                                      training step with auto graphs on and off
+#                                      training step with auto graphs on and off, then
+#                                      MLX's tests through the shim if mlxtests_carry is
+#                                      carried too (M seconds at most, 200 if not given)
 #   bench/gpu_session.sh mlx           there, the next call on the same warm machine,
 #                                      carrying .whl and .mlxcuda/b: MLX CUDA beside
 #                                      streamlet (stream_bench, the MLP step, the Llama), then
@@ -70,7 +72,11 @@ case "${1:-}" in
       > "$OUT/suite.log" 2>&1
     grep -E "passed|failed|^FAILED|^ERROR" "$OUT/suite.log" | tail -40
     echo "suite: $(( $(date +%s) - start )) s"
-    llama ;;
+    llama
+    if [ -d mlxtests_carry/tests ]; then  # MLX's own tests through the shim, GPU default
+      timeout "${3:-200}" python3 bench/mlx_suite.py --tests mlxtests_carry/tests \
+        --impl streamlet --device gpu -j 8 --out "$OUT/mlx_gpu.json" 2>&1 | tail -5
+    fi ;;
   mlx)
     installed
     mkdir -p /tmp/mlx
