@@ -97,7 +97,8 @@ def generation_stream(mx, device):
     again after `clear_streams` destroyed it)."""
     key = (mx.__name__, str(device), threading.get_ident())
     stream = _STREAMS.get(key)
-    if stream is None or stream not in mx.get_streams():
+    live = getattr(mx, "get_streams", None)  # streamlet's (MLX 0.32.4 lists none)
+    if stream is None or (live is not None and stream not in live()):
         stream = _STREAMS[key] = mx.new_stream(device)
     return stream
 

@@ -55,6 +55,22 @@ def test_greedy_generation_gives_mlx_tokens(saved):
     assert generate(mx, ours, prompt, 10) == generate(mlx_core, theirs, prompt, 10)
 
 
+def test_generation_reuses_its_stream_until_clear_streams_destroys_it(saved):
+    skip_unless("fast.scaled_dot_product_attention", "fast.rope", "fast.rms_norm")
+    theirs, path = saved
+    ours = llama(nn, mx)(CONFIG).load_weights(path)
+    prompt = [3, 17, 5, 42, 9, 1]
+    want = generate(mlx_core, theirs, prompt, 6)
+    assert generate(mlx_core, theirs, prompt, 6) == want  # MLX's stream, made once too
+    first = _llama.generation_stream(mx, mx.cpu)
+    made = len(mx.get_streams())
+    assert generate(mx, ours, prompt, 6) == generate(mx, ours, prompt, 6) == want
+    assert _llama.generation_stream(mx, mx.cpu) is first and len(mx.get_streams()) == made
+    mx.clear_streams()
+    assert generate(mx, ours, prompt, 6) == want
+    assert _llama.generation_stream(mx, mx.cpu) is not first
+
+
 def test_quantized_model_gives_mlx_quantized_logits(saved, tmp_path):
     skip_unless("fast.scaled_dot_product_attention", "fast.rope", "fast.rms_norm", "quantize")
     theirs, path = saved
