@@ -25,12 +25,15 @@ class BadIndex(ValueError, IndexError):
 
 _PY_SCALARS = (float, int, bool, complex)
 _INT64 = (-2**63, 2**63 - 1)  # the Python ints an operand may be (dt.check_int64)
-_INT = {int}
 
 
 def plain_ints(seq) -> bool:
-    """Whether every item of `seq` is a Python int (not a bool, not a NumPy int)."""
-    return set(map(type, seq)) == _INT
+    """Whether `seq` (a tuple) is not empty and every item a Python int (not a bool, not a
+    NumPy int)."""
+    for n in seq:
+        if type(n) is not int:
+            return False
+    return bool(seq)
 
 
 def is_scalar(x) -> bool:
