@@ -20,6 +20,17 @@ from streamlet.core import auto_graph, gpu_program
 RNG = np.random.default_rng(11)
 
 
+@pytest.fixture(autouse=True)
+def on_the_cpu():
+    """The CPU as default device whatever the suite's (`STREAMLET_TEST_DEVICE`): programs
+    are counted and compared bit for bit where they run step by step on NumPy; the GPU's
+    test names its devices."""
+    was = mx.default_device()
+    mx.set_default_device(mx.cpu)
+    yield
+    mx.set_default_device(was)
+
+
 @pytest.fixture
 def programs(monkeypatch):
     """Programs on CPU streams too, for graphs of 4 nodes or more; counts program runs."""
