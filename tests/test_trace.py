@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import streamlet.core as mx
-from streamlet.core import timeline
+from streamlet.core import auto_graph, timeline
 from streamlet.core.timeline import TIMELINE
 
 from conftest import requires_gpu
@@ -215,7 +215,10 @@ def test_start_and_stop_functions():
         t.stop()
 
 
-def test_many_threads_evaluating_at_once_lose_nothing():
+def test_many_threads_evaluating_at_once_lose_nothing(monkeypatch):
+    # each op traced on its own: its rounds repeat one graph, which a program would run
+    # whole where STREAMLET_AUTO_GRAPHS puts them on CPU streams too
+    monkeypatch.setattr(auto_graph, "ON", False)
     n_threads, rounds, chain = 4, 40, 5
     barrier = threading.Barrier(n_threads + 1)
     owners, errors = {}, []
