@@ -8,8 +8,8 @@ then a final norm and the output projection.  `generate` feeds the prompt once, 
 one token at a time through the blocks' key/value caches, with all of its work on a
 generation stream (`with mx.stream(...)`), the way MLX's language-model programs keep
 generation apart from other work: one stream per device and thread, made once (a stream
-lives until `clear_streams`, with what the library keeps for it).  The library is an argument (`streamlet` or `mlx`), so the same
-weights give the same tokens on both.
+lives until `clear_streams`, with what the library keeps for it).  The library is an
+argument (`streamlet` or `mlx`), so the same weights give the same tokens on both.
 """
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ Set `STREAMLET_CUDA_GRAPHS=0` to run every program step by step.
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 
 import cupy as cp
@@ -70,19 +71,29 @@ def replay(xp, *args, program, outs):
     return box
 
 
+_users: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Handle -> its programs
+_users_lock = threading.Lock()
+
+
 def _forget_with(ptr, program):
     """Drop `program`'s state on the CUDA stream `ptr` (its buffers, its graph) when
-    streamlet's stream of that CUDA stream goes (cleared by clear_streams and unused)."""
+    streamlet's stream of that CUDA stream goes (cleared by clear_streams and unused):
+    one finalizer a stream, for the programs (weakly held) that ran there."""
     h = HANDLES.get(ptr)
-    if h is not None:
-        weakref.finalize(h, _forget, weakref.ref(program), ptr)
+    if h is None:
+        return
+    with _users_lock:
+        users = _users.get(h)
+        if users is None:
+            users = _users[h] = weakref.WeakSet()
+            weakref.finalize(h, _forget, users, ptr)
+        users.add(program)
 
 
-def _forget(program_ref, ptr):
-    # without the program's lock: a collection may run this inside `replay`, which holds
-    # it; the stream is gone, so no other run uses this state
-    program = program_ref()
-    if program is not None:
+def _forget(users, ptr):
+    # without a lock: a collection may run this inside `replay`, which holds a program's;
+    # the stream is gone, so no other run uses these states
+    for program in list(users):
         program.native.pop(ptr, None)
 
 
