@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import streamlet.core as mx
 
@@ -154,4 +156,26 @@ def test_vmap_of_an_einsum_with_an_ellipsis(mlx, spec):
     def fn(M):
         xs = M.array(np.arange(24, dtype=np.float32).reshape(3, 4, 2))
         return M.vmap(lambda x: M.einsum(spec, x, x * 2))(xs)
+    _same(mlx, fn)
+
+
+@settings(max_examples=60, deadline=None,  # (`mlx` is the module: nothing to reset)
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.integers(0, 3), min_size=0, max_size=3),
+       st.lists(st.integers(0, 3), min_size=0, max_size=3),
+       st.sampled_from(["int32", "uint8", "int64", "float32"]), st.integers(0, 2**16))
+def test_one_index_array_gives_mlxs_result(mlx, a_shape, i_shape, i_dtype, seed):
+    """`a[i]` with one index array (an embedding's lookup, its shape found without a
+    probe): MLX's shape, values or error (a 0-d array, an empty axis), negative indices
+    included (out-of-range ones, which MLX reads anyway, fail in streamlet when run)."""
+    rng = np.random.default_rng(seed)
+    av = rng.standard_normal(a_shape).astype(np.float32)
+    n = a_shape[0] if a_shape else 1
+    lo = -n if i_dtype[0] == "i" else 0
+    iv = rng.integers(lo, max(n, 1), i_shape).astype(i_dtype)
+
+    def fn(M):
+        r = M.array(av)[M.array(iv)]
+        M.eval(r)
+        return r
     _same(mlx, fn)

@@ -161,7 +161,12 @@ def parse_index(a, index, op):
         # axis is no index at all, and leaves the integer indices around it side by side
         # (their dimensions stay in place, where NumPy would move them first)
         del template[template.index(Ellipsis)]
-    shape = None if arrays else _basic_shape(a._shape, template)
+    if not arrays:
+        shape = _basic_shape(a._shape, template)
+    elif len(template) == 1 and a._shape and a._shape[0]:  # one index array along a first
+        shape = arrays[0]._shape + a._shape[1:]  # axis not empty (else the probe refuses)
+    else:
+        shape = None
     if shape is None:  # index arrays, or an index NumPy refuses: its probe words the error
         probe = fill_index(template, [np.zeros(x._shape, np.intp) for x in arrays])
         try:
