@@ -315,3 +315,20 @@ def test_a_trace_of_one_thread_replays_in_another_before_it_evaluated():
         t.join()
     want = [a.tolist() for a in step(w, x)]
     assert got["second"] == want
+
+
+def test_calls_of_arrays_alone_and_with_keywords_or_constants_keep_their_own_traces():
+    traced = []
+
+    def f(x, y=1.0):
+        traced.append(1)  # runs when traced only
+        return x * y + 1
+    c = mx.compile(f)
+    x, y = mx.array([1.0, 2.0]), mx.array([3.0, 4.0])
+    for _ in range(2):
+        assert c(x, y).tolist() == [4.0, 9.0]
+        assert c(x, y=y).tolist() == [4.0, 9.0]
+        assert c(x, 2.0).tolist() == [3.0, 5.0]
+        assert c(x).tolist() == [2.0, 3.0]
+        assert c(mx.array([[1.0]]), y).tolist() == [[4.0, 5.0]]
+    assert len(traced) == 5

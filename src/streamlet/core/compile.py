@@ -267,6 +267,20 @@ def _signature(tree, flat, key, shapeless, captured=False):
                          f"{type(tree).__module__}.{type(tree).__qualname__}.")
 
 
+_ARRAYS = object()  # marks the keys of `_arrays_signature`, apart from `_signature`'s
+
+
+def _arrays_signature(args, shapeless):
+    """The key of positional arguments that are all arrays (None if one is not): what
+    `_signature` keys of them, in a key of its own."""
+    key = [_ARRAYS]
+    for a in args:
+        if type(a) is not array:
+            return None
+        key.append((len(a._shape) if shapeless else a._shape, a._dtype))
+    return key
+
+
 def _placeholder(a):
     p = Node(a._shape, a._dtype)
     p.tracer = TRACING.token()
@@ -334,11 +348,16 @@ class _Compiled:
     def __call__(self, *args, **kwargs):
         if not _enabled[0]:
             return self.fun(*args, **kwargs)
-        flat, key = [], []
-        _signature((args, kwargs), flat, key, self.shapeless)
-        n_args = len(flat)
-        if self.inputs is not None:
-            _signature(self.inputs, flat, key, self.shapeless, captured=True)
+        key = _arrays_signature(args, self.shapeless) \
+            if not kwargs and self.inputs is None else None
+        if key is not None:  # arrays only, the common call (an activation's)
+            flat, n_args = list(args), len(args)
+        else:
+            flat, key = [], []
+            _signature((args, kwargs), flat, key, self.shapeless)
+            n_args = len(flat)
+            if self.inputs is not None:
+                _signature(self.inputs, flat, key, self.shapeless, captured=True)
         if TRACING.depth and TRACING.traces([x._node for x in flat]):
             # called by a transform (or an outer compile's trace): as in MLX, the
             # function itself runs, so the transform sees its graph (not compiled)
