@@ -77,7 +77,7 @@ case "${1:-}" in
     [ "$left" -gt "${3:-200}" ] && left=${3:-200}
     if [ -d mlxtests_carry/tests ] && [ "$left" -gt 30 ]; then  # MLX's tests, GPU default
       timeout "$left" python3 bench/mlx_suite.py --tests mlxtests_carry/tests \
-        --impl streamlet --device gpu -j 8 --out "$OUT/mlx_gpu.json" 2>&1 | tail -5
+        --impl streamlet --device gpu -j 8 --out "$OUT/mlx_gpu.json" 2>&1 | tee "$OUT/mlx_gpu.log" | tail -5
     fi ;;
   mlx)
     installed
