@@ -332,3 +332,28 @@ def test_calls_of_arrays_alone_and_with_keywords_or_constants_keep_their_own_tra
         assert c(x).tolist() == [2.0, 3.0]
         assert c(mx.array([[1.0]]), y).tolist() == [[4.0, 5.0]]
     assert len(traced) == 5
+
+
+def test_a_compiled_function_keeps_no_stream_it_was_traced_on():
+    """The tape keeps its result's structure, not the traced graph: a stream the function
+    was traced on goes once cleared (on a GPU, with it what programs keep for it)."""
+    import gc
+    import weakref
+    c = mx.compile(lambda v: mx.exp(v) * 2 + v)
+    x = mx.array(np.linspace(-1, 1, 64).astype(np.float32))
+    refs = []
+
+    def work():
+        s = mx.new_stream(mx.cpu)
+        refs.append(weakref.ref(s._state))
+        with mx.stream(s):
+            for _ in range(3):
+                mx.eval(c(x))
+        mx.clear_streams()
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    gc.collect()
+    assert refs[0]() is None
+    np.testing.assert_allclose(np.array(c(x)), np.exp(np.array(x)) * 2 + np.array(x),
+                               rtol=1e-6)

@@ -409,6 +409,9 @@ class _Compiled:
             _check_shapeless_constants(constants)
         _compute_constants(constants)
         shapes = [p.shape for p in starts]
+        # the result's structure, its arrays bare nodes: the traced graph (and the streams
+        # it was built on) is not kept with the tape
+        result = trees.unflatten(result, [wrap(Node(o._shape, o._dtype)) for o in outs])
         return Tape(len(flat), constants, steps, out_refs, result, len(state), shapeless,
                     shapes if SHAPELESS.ruled else None, shapes,
                     stand_ins({s.stream for s in steps if s.stream is not None}, mark))
