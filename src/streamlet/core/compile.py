@@ -245,7 +245,7 @@ def _signature(tree, flat, key, shapeless, captured=False):
     Sequential's plain functions, a module's settings) are skipped."""
     if isinstance(tree, array):
         flat.append(tree)
-        key.append((len(tree._shape) if shapeless else tree._shape, tree._dtype))
+        key.append(_array_key(tree, shapeless))
     elif tree is trees._key_state:
         flat.append(tree[0])
         key.append("key")
@@ -277,8 +277,14 @@ def _arrays_signature(args, shapeless):
     for a in args:
         if type(a) is not array:
             return None
-        key.append((len(a._shape) if shapeless else a._shape, a._dtype))
+        key.append(_array_key(a, shapeless))
     return key
+
+
+def _array_key(a, shapeless):
+    """What a signature keys of an array argument: its shape (its rank if shapeless) and
+    dtype."""
+    return (len(a._shape) if shapeless else a._shape, a._dtype)
 
 
 def _placeholder(a):
